@@ -1,0 +1,1 @@
+"""The animebot application: command line and Telegram bot."""

@@ -1,0 +1,178 @@
+"""``animebot``: the command line. One subcommand per job, each a thin shell
+around the library so that everything it does is also what the bot does."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from inference.errors import AnimebotError
+from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
+from weights.store import ModelStore, WeightsError, data_home
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except AnimebotError as exc:
+        print(f"animebot: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("animebot: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="animebot", description="Turn photos into anime art on the CPU.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    w = sub.add_parser("weights", help="list, download or import model files")
+    wsub = w.add_subparsers(dest="action", required=True)
+    wl = wsub.add_parser("list", help="show known models, which are installed, and their licences")
+    wl.set_defaults(handler=_weights_list)
+    wd = wsub.add_parser("download", help="download models from their public URLs and verify them")
+    wd.add_argument("names", nargs="+", metavar="NAME")
+    wd.set_defaults(handler=_weights_download)
+    wi = wsub.add_parser("import", help="install local copies of known model files, matched by hash")
+    wi.add_argument("paths", nargs="+", metavar="PATH", type=Path)
+    wi.set_defaults(handler=_weights_import)
+
+    c = sub.add_parser("convert", help="convert image files to anime")
+    c.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
+    dest = c.add_mutually_exclusive_group()
+    dest.add_argument("-o", "--output", type=Path, help="output file (one input only)")
+    dest.add_argument("--out-dir", type=Path, help="folder for outputs, named INPUT-STEM.STYLE.FORMAT")
+    c.add_argument("--style", help="installed style name (default: hayao if installed)")
+    c.add_argument("--max-side", type=int, default=DEFAULT_MAX_SIDE, help="long side of the output, px")
+    c.add_argument("--format", choices=("jpg", "png"), help="output format (default: from -o, else jpg)")
+    c.add_argument("--quality", type=int, default=92, help="JPEG quality, 1-95")
+    c.add_argument("--backend", choices=("torchscript", "eager"), default="torchscript")
+    c.add_argument("--threads", type=int, help="CPU threads for the model (default: all cores)")
+    c.add_argument("--json", action="store_true", help="print one JSON object per image")
+    c.set_defaults(handler=_convert)
+    return p
+
+
+def _store() -> ModelStore:
+    return ModelStore(data_home())
+
+
+def _weights_list(args: argparse.Namespace) -> int:
+    store = _store()
+    print(f"models in {store.models_dir}")
+    for e in store.entries:
+        mark = "installed" if store.is_installed(e) else "-"
+        print(f"  {e.name:<18} {e.kind:<8} {mark:<10} {e.label}")
+        print(f"  {'':<18} licence: {e.license}")
+    return 0
+
+
+def _weights_download(args: argparse.Namespace) -> int:
+    from weights.download import download
+
+    store = _store()
+    failed = 0
+    for name in args.names:
+        try:
+            entry = store.entry(name)
+            path = download(store, entry, progress=sys.stderr)
+            print(f"{name}: installed {path}")
+        except WeightsError as exc:
+            print(f"animebot: {exc.message}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+def _weights_import(args: argparse.Namespace) -> int:
+    store = _store()
+    failed = 0
+    for path in args.paths:
+        try:
+            entry = store.import_file(path)
+            print(f"{path}: installed as {entry.name}")
+        except WeightsError as exc:
+            print(f"animebot: {exc.message}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+def _default_style(store: ModelStore) -> str:
+    styles = [e.name for e in store.installed("style")]
+    if not styles:
+        raise WeightsError("no style is installed; run: animebot weights download hayao", code="not_installed")
+    return "hayao" if "hayao" in styles else styles[0]
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from inference.engine import load_stylizer
+    from inference.pipeline import convert_bytes
+
+    if args.output and len(args.inputs) > 1:
+        raise AnimebotError("-o takes one input; use --out-dir for several")
+    if not 1 <= args.quality <= 95:
+        raise AnimebotError("--quality must be between 1 and 95")
+    if args.max_side < 64:
+        raise AnimebotError("--max-side must be at least 64")
+    fmt = args.format or (_format_of(args.output) if args.output else "jpg")
+    store = _store()
+    style = args.style or _default_style(store)
+    model = load_stylizer(store, style, args.backend, args.threads)
+    settings = ConvertSettings(max_side=args.max_side, fmt=fmt, jpeg_quality=args.quality)
+    failed = 0
+    for src in args.inputs:
+        dest = args.output or (args.out_dir or Path(".")) / f"{src.stem}.{style}.{fmt}"
+        try:
+            result = convert_bytes(_read(src), model, settings)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(result.data)
+        except AnimebotError as exc:
+            failed += 1
+            if args.json:
+                print(json.dumps({"input": str(src), "ok": False, "error": exc.code, "message": exc.message}))
+            else:
+                print(f"{src}: {exc.message}", file=sys.stderr)
+            continue
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "input": str(src),
+                        "output": str(dest),
+                        "ok": True,
+                        "input_size": list(result.input_size),
+                        "output_size": list(result.output_size),
+                        "style": result.style,
+                        "backend": result.backend,
+                        **{k: round(v, 4) for k, v in result.timings.items()},
+                    }
+                )
+            )
+        else:
+            w, h = result.output_size
+            total = sum(result.timings.values())
+            print(f"{src} -> {dest} ({w}x{h}, {result.style}, {result.backend}, {total:.1f} s)")
+    return 1 if failed else 0
+
+
+def _format_of(path: Path) -> str:
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in ("jpg", "jpeg"):
+        return "jpg"
+    if suffix == "png":
+        return "png"
+    raise AnimebotError(f"{path.name}: output must end in .jpg or .png (or pass --format)")
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise AnimebotError(f"cannot read {path}: {exc.strerror}", code="io") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

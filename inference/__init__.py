@@ -1,0 +1,1 @@
+"""Turning photos into anime: generator, model loaders and the image pipeline."""

@@ -1,0 +1,67 @@
+"""Load an installed style as a ready-to-run :class:`Stylizer`.
+
+This is the one place that knows which file format needs which loader, so
+the CLI and the bot's workers load models the same way.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from inference.backends import OnnxStylizer, Stylizer, TorchStylizer
+from inference.errors import ModelError
+from inference.generator import Generator, GeneratorWidths
+from inference.tflite_import import load_tflite_generator
+from inference.torchscript import load_or_export
+from weights.hashing import file_digests
+from weights.registry import ModelEntry
+from weights.store import ModelStore
+
+Backend = Literal["torchscript", "eager"]
+BACKENDS: tuple[str, ...] = ("torchscript", "eager")
+
+
+def build_generator(entry: ModelEntry, path: Path) -> Generator:
+    """An AnimeGANv2 generator with the weights of an installed file, in eval mode."""
+    if entry.format == "tflite":
+        return load_tflite_generator(path)
+    if entry.format == "pytorch":
+        widths = GeneratorWidths.from_dict(entry.widths) if entry.widths else GeneratorWidths()
+        net = Generator(widths)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            net.load_state_dict(state, strict=True)
+        except Exception as exc:
+            raise ModelError(f"{entry.name}: the weights file does not load ({exc.__class__.__name__})") from exc
+        return net.eval()
+    raise ModelError(f"{entry.name}: format {entry.format!r} is not an AnimeGANv2 generator")
+
+
+def load_stylizer(store: ModelStore, style: str, backend: Backend = "torchscript", threads: int | None = None) -> Stylizer:
+    """Load ``style`` from the store on ``backend`` (ONNX styles always use onnxruntime)."""
+    entry, path = store.require(style)
+    if entry.kind != "style":
+        raise ModelError(f"{style!r} is a {entry.kind}, not a style")
+    if threads:
+        torch.set_num_threads(threads)
+    if entry.arch == "animeganv3":
+        return OnnxStylizer(entry.name, _onnx_session(path, threads))
+    net = build_generator(entry, path)
+    if backend == "eager":
+        return TorchStylizer(entry.name, "eager", net)
+    digest = entry.sha256 or entry.git_sha1 or file_digests(path)[0]
+    return TorchStylizer(entry.name, "torchscript", load_or_export(net, digest, store.cache_dir))
+
+
+def _onnx_session(path: Path, threads: int | None) -> object:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ModelError(f"{path.name}: onnxruntime cannot load this model ({exc.__class__.__name__})") from exc

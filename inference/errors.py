@@ -1,0 +1,31 @@
+"""Errors a caller can show to a person as they are.
+
+Each carries a short, plain message and a stable ``code`` so that the CLI,
+the bot and the logs can all react to the kind of failure without parsing
+text or printing a traceback.
+"""
+from __future__ import annotations
+
+
+class AnimebotError(Exception):
+    """Base of every error this project reports to a user."""
+
+    code = "error"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class ImageError(AnimebotError):
+    """The input is not an image we can convert (corrupt, too big, too small...)."""
+
+    code = "bad_image"
+
+
+class ModelError(AnimebotError):
+    """A model file is missing, corrupt, or not the architecture we expect."""
+
+    code = "bad_model"

@@ -1,0 +1,114 @@
+"""Decoding what people send, and encoding what we send back.
+
+Photos arrive in every format and mode a phone or desktop produces. This
+module turns any of them into one thing, an 8-bit RGB image the right way up,
+or refuses it with an :class:`ImageError` whose message can go straight to
+the user. Sizes are checked from the header, before any pixel is decoded, so
+a few kilobytes that claim 400 megapixels cost nothing.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from inference.errors import ImageError
+
+# We enforce our own limits below; Pillow's global bomb check would fire
+# first with a warning or an exception of its own.
+Image.MAX_IMAGE_PIXELS = None
+
+FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF", "MPO")
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """What we agree to decode. Defaults allow any phone photo (up to 200 MP sensors
+    are rare; 12-50 MP common) and refuse what cannot be a photo."""
+
+    max_pixels: int = 100_000_000
+    min_side: int = 32
+    max_aspect: float = 20.0
+
+
+def decode(data: bytes, limits: ImageLimits = ImageLimits()) -> Image.Image:
+    """Bytes of an image file to an upright RGB image, transparency flattened onto white."""
+    if not data:
+        raise ImageError("The file is empty.", code="empty")
+    try:
+        img = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise ImageError("This file is not an image I can read (try JPEG, PNG or WebP).", code="not_image") from None
+    except Exception:
+        raise ImageError("This image file is damaged and can't be read.", code="corrupt") from None
+    if img.format not in FORMATS:
+        raise ImageError(f"{img.format} images are not supported; send a JPEG, PNG or WebP.", code="format")
+    _check_size(img.width, img.height, limits)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Truncated File Read" noise from EXIF parsing
+            img.seek(0)  # first frame of a GIF or animated WebP
+            img.load()
+            img = ImageOps.exif_transpose(img)
+            return _to_rgb(img)
+    except ImageError:
+        raise
+    except Exception:
+        raise ImageError("This image file is damaged or truncated and can't be read.", code="corrupt") from None
+
+
+def _check_size(width: int, height: int, limits: ImageLimits) -> None:
+    if width * height > limits.max_pixels:
+        raise ImageError(
+            f"This image is too large ({width}×{height}, {width * height / 1e6:.0f} MP); "
+            f"the limit is {limits.max_pixels / 1e6:.0f} MP.",
+            code="too_large",
+        )
+    if min(width, height) < limits.min_side:
+        raise ImageError(
+            f"This image is too small ({width}×{height}); send one at least {limits.min_side} px on each side.",
+            code="too_small",
+        )
+    if max(width, height) / min(width, height) > limits.max_aspect:
+        raise ImageError(
+            f"This image is too long and thin ({width}×{height}); the aspect ratio may be at most "
+            f"{limits.max_aspect:.0f}:1.",
+            code="aspect",
+        )
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    """Any Pillow mode to 8-bit RGB, scaling 16-bit and flattening alpha onto white."""
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        # Pillow's own I->L conversion clips at 255 instead of scaling; 16-bit
+        # grey PNGs would come out white. Scale the full range down instead.
+        arr = np.asarray(img, dtype=np.float64)
+        hi = 65535.0 if img.mode.startswith("I;16") or arr.max() > 255 else 255.0
+        img = Image.fromarray(np.clip(np.rint(arr * (255.0 / hi)), 0, 255).astype(np.uint8), "L")
+    elif img.mode == "F":
+        arr = np.asarray(img, dtype=np.float64)
+        img = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "L")
+    has_alpha = img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
+        img.mode in ("P", "L", "RGB") and "transparency" in img.info
+    )
+    if has_alpha:
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img.convert("RGB")
+
+
+def encode(img: Image.Image, fmt: str = "jpg", quality: int = 92) -> bytes:
+    """An RGB image to JPEG or PNG bytes."""
+    buf = io.BytesIO()
+    if fmt in ("jpg", "jpeg"):
+        # 4:4:4 chroma keeps the thin coloured lines of the anime style crisp.
+        img.save(buf, "JPEG", quality=quality, subsampling=0, optimize=True)
+    elif fmt == "png":
+        img.save(buf, "PNG", compress_level=6)
+    else:
+        raise ValueError(f"unknown output format {fmt!r}")
+    return buf.getvalue()

@@ -1,0 +1,95 @@
+"""Photo bytes in, anime bytes out: decode, resize, pad, stylize, crop, encode.
+
+Each step is a small function so the bot's workers, the CLI and the
+benchmarks share one pipeline, and each is timed so ``--json`` and the logs
+can say where the time went.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from inference.backends import Stylizer
+from inference.imageio import ImageLimits, decode, encode
+
+# 720 px on the long side: measured on 2 cores (see README, "Choosing max_side"),
+# it is the largest size that keeps a whole-image pass near 2-4 s, and above
+# Telegram's 1280 px photo compression the extra pixels would be thrown away
+# by the chat client's preview anyway.
+DEFAULT_MAX_SIDE = 720
+
+
+@dataclass(frozen=True)
+class ConvertSettings:
+    """Everything besides the model that changes the output pixels or bytes."""
+
+    max_side: int = DEFAULT_MAX_SIDE
+    fmt: str = "jpg"
+    jpeg_quality: int = 92
+    limits: ImageLimits = field(default_factory=ImageLimits)
+
+
+@dataclass
+class Converted:
+    """A finished conversion, with what the CLI's --json and the bot's logs report."""
+
+    data: bytes
+    input_size: tuple[int, int]
+    output_size: tuple[int, int]
+    style: str
+    backend: str
+    timings: dict[str, float]
+
+
+def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:
+    """Scale so the long side is at most ``max_side``, keeping the aspect ratio; never enlarge."""
+    scale = max_side / max(width, height)
+    if scale >= 1:
+        return width, height
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def resize(img: Image.Image, max_side: int) -> Image.Image:
+    size = fit_size(img.width, img.height, max_side)
+    return img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
+
+
+def stylize(img: Image.Image, model: Stylizer) -> Image.Image:
+    """Run ``model`` on an RGB image of any size; the result has the same size.
+
+    The model needs sides divisible by ``model.multiple``; we mirror-pad the
+    bottom and right edges (as the network pads internally) and crop the
+    padding back off, so nothing is stretched.
+    """
+    x = np.asarray(img, dtype=np.float32) * (1 / 127.5) - 1.0
+    h, w = x.shape[:2]
+    m = model.multiple
+    pad_h, pad_w = -h % m, -w % m
+    if pad_h or pad_w:
+        x = np.pad(x, ((0, pad_h), (0, pad_w), (0, 0)), mode="reflect")
+    y = model(np.ascontiguousarray(x))[:h, :w]
+    out = np.rint((y + 1.0) * 127.5)
+    return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "RGB")
+
+
+def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = ConvertSettings()) -> Converted:
+    """The whole pipeline on one file's bytes. Raises ImageError for bad input."""
+    t0 = time.perf_counter()
+    photo = decode(data, settings.limits)
+    small = resize(photo, settings.max_side)
+    t1 = time.perf_counter()
+    anime = stylize(small, model)
+    t2 = time.perf_counter()
+    out = encode(anime, settings.fmt, settings.jpeg_quality)
+    t3 = time.perf_counter()
+    return Converted(
+        data=out,
+        input_size=photo.size,
+        output_size=anime.size,
+        style=model.style,
+        backend=model.backend,
+        timings={"decode_s": t1 - t0, "model_s": t2 - t1, "encode_s": t3 - t2},
+    )

@@ -1,0 +1,1 @@
+"""Persistent state: the result cache and job records (SQLite)."""

@@ -1,0 +1,1 @@
+"""Which models exist, where they come from, and which are installed here."""

@@ -1,0 +1,23 @@
+"""The two digests a published model file can be checked against.
+
+GitHub records a git blob SHA-1 for every file (``git hash-object``), and
+release pages publish sha256; computing both in one read lets either verify.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+def file_digests(path: Path) -> tuple[str, str]:
+    """Return (sha256, git blob SHA-1) of a file, reading it once."""
+    size = path.stat().st_size
+    sha256 = hashlib.sha256()
+    blob = hashlib.sha1(f"blob {size}\0".encode())
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            sha256.update(chunk)
+            blob.update(chunk)
+    return sha256.hexdigest(), blob.hexdigest()

@@ -1,0 +1,51 @@
+"""The model manifest (``registry.json``) as typed records.
+
+The manifest is data so that supporting a new published file, or a locally
+trained "lite" model, needs no code change.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+MANIFEST = Path(__file__).with_name("registry.json")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One known model file and everything needed to fetch, verify and run it."""
+
+    name: str
+    label: str
+    kind: str  # "style" or "detector"
+    arch: str  # "animeganv2", "animeganv3" or "scrfd"
+    format: str  # "tflite", "pytorch" or "onnx"
+    filename: str
+    url: str | None
+    sha256: str | None
+    git_sha1: str | None
+    size: int | None
+    train_size: int
+    license: str
+    widths: dict[str, Any] | None = None  # only for pruned generators
+
+    def matches(self, sha256: str, git_sha1: str) -> bool:
+        """True when the hashes of some bytes are this entry's published ones."""
+        if self.sha256 is None and self.git_sha1 is None:
+            return False
+        return (self.sha256 is None or self.sha256 == sha256) and (
+            self.git_sha1 is None or self.git_sha1 == git_sha1
+        )
+
+
+def parse_entries(data: dict[str, Any]) -> list[ModelEntry]:
+    return [ModelEntry(**item) for item in data["models"]]
+
+
+@lru_cache(maxsize=1)
+def builtin_entries() -> tuple[ModelEntry, ...]:
+    """The entries shipped with animebot."""
+    return tuple(parse_entries(json.loads(MANIFEST.read_text())))

@@ -1,0 +1,115 @@
+"""The data directory: installed model files and derived caches.
+
+Files enter ``models/`` only through :meth:`ModelStore.install_verified`,
+which checks the bytes against the registry and then renames them into place,
+so a file under its registry name is always a complete, verified copy and
+``installed`` can trust mere existence.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference.errors import AnimebotError
+from weights.hashing import file_digests
+from weights.registry import ModelEntry, builtin_entries
+
+
+class WeightsError(AnimebotError):
+    """A model could not be installed: unknown, unreachable or corrupt."""
+
+    code = "weights"
+
+
+def data_home() -> Path:
+    """``$ANIMEBOT_HOME``, or ``./data``: where models, caches and the database live."""
+    return Path(os.environ.get("ANIMEBOT_HOME") or "data").resolve()
+
+
+@dataclass
+class ModelStore:
+    """Installed models under ``<home>/models``, looked up by registry name."""
+
+    home: Path
+    entries: tuple[ModelEntry, ...] = builtin_entries()
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"
+
+    def entry(self, name: str) -> ModelEntry:
+        for e in self.entries:
+            if e.name == name:
+                return e
+        known = ", ".join(e.name for e in self.entries)
+        raise WeightsError(f"unknown model {name!r}; known models: {known}", code="unknown_model")
+
+    def path(self, entry: ModelEntry) -> Path:
+        return self.models_dir / entry.filename
+
+    def is_installed(self, entry: ModelEntry) -> bool:
+        return self.path(entry).is_file()
+
+    def installed(self, kind: str | None = None) -> list[ModelEntry]:
+        return [e for e in self.entries if self.is_installed(e) and (kind is None or e.kind == kind)]
+
+    def require(self, name: str) -> tuple[ModelEntry, Path]:
+        """The entry and file of an installed model, or an error that says how to install it."""
+        entry = self.entry(name)
+        if not self.is_installed(entry):
+            raise WeightsError(
+                f"model {name!r} is not installed; run: animebot weights download {name}", code="not_installed"
+            )
+        return entry, self.path(entry)
+
+    def identify(self, path: Path) -> ModelEntry:
+        """The registry entry whose published hashes these bytes have."""
+        sha256, git_sha1 = file_digests(path)
+        for e in self.entries:
+            if e.matches(sha256, git_sha1):
+                return e
+        raise WeightsError(f"{path.name}: not a known model (sha256 {sha256[:12]}…)", code="unknown_file")
+
+    def install_verified(self, src: Path, entry: ModelEntry) -> Path:
+        """Move a downloaded temp file into place if its hashes match ``entry``.
+
+        ``src`` must be on the same filesystem as the models directory, so the
+        final rename is atomic: readers see no file or the whole file.
+        """
+        sha256, git_sha1 = file_digests(src)
+        if not entry.matches(sha256, git_sha1):
+            src.unlink(missing_ok=True)
+            raise WeightsError(
+                f"{entry.name}: checksum mismatch (got sha256 {sha256[:12]}…, git {git_sha1[:12]}…); file discarded",
+                code="checksum",
+            )
+        dest = self.path(entry)
+        os.replace(src, dest)
+        return dest
+
+    def temp_file(self) -> Path:
+        """An empty file beside the models, for a download or copy in progress."""
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".partial-", dir=self.models_dir)
+        os.close(fd)
+        return Path(name)
+
+    def import_file(self, src: Path) -> ModelEntry:
+        """Install a local copy of a published model, recognised by its hash."""
+        if not src.is_file():
+            raise WeightsError(f"{src}: no such file", code="missing")
+        entry = self.identify(src)
+        tmp = self.temp_file()
+        try:
+            shutil.copyfile(src, tmp)
+            self.install_verified(tmp, entry)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return entry
