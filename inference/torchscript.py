@@ -26,20 +26,26 @@ def cache_key(weights_digest: str, net: Generator) -> str:
         "upsample": net.upsample,
         "eps": net.block_a[0][2].eps,
         "torch": torch.__version__,
-        "format": 1,
+        "format": 2,
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
 def export(net: Generator) -> torch.jit.ScriptModule:
-    """Trace, freeze and optimise a generator for inference on any input size."""
+    """Trace and freeze a generator for inference on any input size.
+
+    Freezing inlines the weights and runs TorchScript's frozen-graph
+    optimisation passes. We stop there: ``optimize_for_inference`` measured
+    ~7% slower than the frozen module on this net (2 cores, 720x480) and its
+    MKLDNN rewrites cannot be saved and loaded again.
+    """
     net = net.eval()
     example = torch.zeros(1, 3, 64, 64)
     with torch.no_grad(), warnings.catch_warnings():
+        # torch 2.13 marks TorchScript deprecated; the design still names it.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        traced = torch.jit.trace(net, example)
-        frozen = torch.jit.freeze(traced)
-        return torch.jit.optimize_for_inference(frozen)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.freeze(torch.jit.trace(net, example))
 
 
 def load_or_export(net: Generator, weights_digest: str, cache_dir: Path) -> torch.jit.ScriptModule:
@@ -47,7 +53,9 @@ def load_or_export(net: Generator, weights_digest: str, cache_dir: Path) -> torc
     path = cache_dir / "torchscript" / f"{cache_key(weights_digest, net)}.pt"
     if path.is_file():
         try:
-            return torch.jit.load(str(path), map_location="cpu")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return torch.jit.load(str(path), map_location="cpu")
         except Exception:
             path.unlink(missing_ok=True)  # a damaged cache entry is rebuilt, not fatal
     module = export(net)
@@ -55,7 +63,9 @@ def load_or_export(net: Generator, weights_digest: str, cache_dir: Path) -> torc
     fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".pt", dir=path.parent)
     os.close(fd)
     try:
-        torch.jit.save(module, tmp)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.jit.save(module, tmp)
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
