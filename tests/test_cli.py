@@ -1,0 +1,82 @@
+"""`animebot` as a person runs it: a separate process, a fresh data dir, real files."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tests.conftest import HAYAO_FILE, MODELS
+
+
+def _animebot(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("animebot")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli"]
+    env = {**os.environ, "ANIMEBOT_HOME": str(home)}
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    done = _animebot(home, "weights", "import", str(hayao_file))
+    assert done.returncode == 0, done.stderr
+    assert "installed as hayao" in done.stdout
+    return home
+
+
+def test_weights_list_shows_installed_models_and_licences(home: Path) -> None:
+    out = _animebot(home, "weights", "list").stdout
+    hayao_line = next(line for line in out.splitlines() if line.strip().startswith("hayao"))
+    assert "installed" in hayao_line
+    paprika_line = next(line for line in out.splitlines() if line.strip().startswith("paprika"))
+    assert "installed" not in paprika_line
+    assert out.count("non-commercial") >= 7
+
+
+def test_convert_json_reports_sizes_style_and_timings(home: Path, photos: list[Path], tmp_path: Path) -> None:
+    src = next(p for p in photos if p.name.startswith("street"))
+    out = tmp_path / "out.jpg"
+    done = _animebot(home, "convert", str(src), "-o", str(out), "--style", "hayao", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip())
+    assert report["ok"] and report["style"] == "hayao" and report["backend"] == "torchscript"
+    assert report["input_size"] == [1279, 867] and report["output_size"] == [720, 488]
+    assert all(report[k] > 0 for k in ("decode_s", "model_s", "encode_s"))
+    with Image.open(out) as img:
+        assert img.format == "JPEG" and img.size == (720, 488)
+
+
+def test_convert_many_into_a_folder_with_a_bad_file_among_them(home: Path, photos: list[Path], tmp_path: Path) -> None:
+    bad = tmp_path / "notes.jpg"
+    bad.write_text("not a photo")
+    small = [p for p in photos if p.name.startswith(("portrait_closeup", "square"))]
+    done = _animebot(home, "convert", *map(str, small), str(bad), "--out-dir", str(tmp_path / "o"),
+                     "--format", "png", "--max-side", "256", "--json")
+    assert done.returncode == 1  # one input failed
+    assert "Traceback" not in done.stderr
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["ok"] for r in reports] == [True, True, False]
+    assert reports[-1]["error"] == "not_image"
+    for r in reports[:2]:
+        assert Path(r["output"]).suffix == ".png" and max(r["output_size"]) <= 256
+        assert Path(r["output"]).is_file()
+
+
+def test_convert_without_a_model_says_how_to_get_one(tmp_path: Path, photos: list[Path]) -> None:
+    done = _animebot(tmp_path / "empty", "convert", str(photos[0]))
+    assert done.returncode == 2
+    assert "animebot weights download" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not MODELS.is_dir(), reason="../shared/models is absent")
+def test_import_a_file_that_is_not_a_model(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00" * 100)
+    done = _animebot(tmp_path / "h", "weights", "import", str(junk), str(HAYAO_FILE))
+    assert done.returncode == 1
+    assert "not a known model" in done.stderr and "installed as hayao" in done.stdout

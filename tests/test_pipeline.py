@@ -1,0 +1,107 @@
+"""Photo in, anime out: sizes, padding, rounding, backends, on real photos."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from inference.backends import TorchStylizer
+from inference.engine import load_stylizer
+from inference.pipeline import ConvertSettings, convert_bytes, fit_size, resize, stylize
+from inference.torchscript import export, load_or_export
+from weights.store import ModelStore
+
+
+def test_fit_size_caps_the_long_side_and_keeps_aspect() -> None:
+    assert fit_size(1280, 854, 720) == (720, 480)
+    assert fit_size(854, 1280, 720) == (480, 720)
+    assert fit_size(500, 300, 720) == (500, 300)  # never enlarged
+
+
+def test_stylize_pads_and_crops_back_for_any_size(tiny_model: TorchStylizer) -> None:
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 255, (37, 61, 3), np.uint8))
+    out = stylize(img, tiny_model)
+    assert out.size == (61, 37) and out.mode == "RGB"
+
+
+def test_padding_does_not_change_the_pixels_it_keeps(tiny_model: TorchStylizer) -> None:
+    # A multiple-of-4 image needs no padding; its output is the model's output rounded.
+    rng = np.random.default_rng(1)
+    arr = rng.integers(0, 255, (32, 48, 3), np.uint8)
+    out = np.asarray(stylize(Image.fromarray(arr), tiny_model), np.int32)
+    x = torch.from_numpy(arr.astype(np.float32) / 127.5 - 1).permute(2, 0, 1)[None]
+    with torch.no_grad():
+        y = tiny_model.module(x)[0].permute(1, 2, 0).numpy()
+    expected = np.clip(np.rint((y + 1) * 127.5), 0, 255)
+    assert np.array_equal(out, expected)
+
+
+def test_convert_settings_choose_format_and_size(tiny_model: TorchStylizer, photos: list[Path]) -> None:
+    data = photos[0].read_bytes()
+    png = convert_bytes(data, tiny_model, ConvertSettings(max_side=200, fmt="png"))
+    assert png.data.startswith(b"\x89PNG") and max(png.output_size) == 200
+    jpg = convert_bytes(data, tiny_model, ConvertSettings(max_side=128, fmt="jpg", jpeg_quality=50))
+    assert jpg.data.startswith(b"\xff\xd8") and max(jpg.output_size) == 128
+    assert set(jpg.timings) == {"decode_s", "model_s", "encode_s"}
+
+
+def test_real_photos_become_anime_of_the_right_size(real_store: ModelStore, photos: list[Path]) -> None:
+    model = load_stylizer(real_store, "hayao", "torchscript")
+    settings = ConvertSettings(max_side=320, fmt="png")
+    for photo in photos:
+        result = convert_bytes(photo.read_bytes(), model, settings)
+        src = Image.open(photo)
+        out = Image.open(io.BytesIO(result.data))
+        assert out.size == result.output_size == fit_size(*src.size, 320)
+        assert abs(out.width / out.height - src.width / src.height) < 0.01
+        # Stylized: far from the resized photo, yet still the same picture.
+        plain = np.asarray(resize(src.convert("RGB"), 320), np.float32)
+        anime = np.asarray(out.convert("RGB"), np.float32)
+        diff = np.abs(plain - anime).mean()
+        assert 6 < diff < 80, (photo.name, diff)
+        corr = np.corrcoef(plain.mean(2).ravel(), anime.mean(2).ravel())[0, 1]
+        assert corr > 0.5, (photo.name, corr)
+
+
+def test_torchscript_matches_eager(real_store: ModelStore, photos: list[Path]) -> None:
+    eager = load_stylizer(real_store, "hayao", "eager")
+    scripted = load_stylizer(real_store, "hayao", "torchscript")
+    img = resize(Image.open(photos[-1]).convert("RGB"), 200)  # not the 64x64 trace size
+    x = np.asarray(img, np.float32)[: img.height // 4 * 4, : img.width // 4 * 4] / 127.5 - 1
+    assert np.abs(eager(x) - scripted(x)).max() < 1e-3
+
+
+def test_torchscript_artifact_is_cached_and_reused(tiny_model: TorchStylizer, tmp_path: Path) -> None:
+    first = load_or_export(tiny_model.module, "abc", tmp_path)
+    files = list((tmp_path / "torchscript").glob("*.pt"))
+    assert len(files) == 1
+    mtime = files[0].stat().st_mtime_ns
+    again = load_or_export(tiny_model.module, "abc", tmp_path)
+    assert files[0].stat().st_mtime_ns == mtime  # loaded, not re-exported
+    x = torch.rand(1, 3, 20, 28)
+    assert torch.allclose(first(x), again(x))
+    # Other weights get their own artifact.
+    load_or_export(tiny_model.module, "def", tmp_path)
+    assert len(list((tmp_path / "torchscript").glob("*.pt"))) == 2
+
+
+def test_damaged_torchscript_cache_is_rebuilt(tiny_model: TorchStylizer, tmp_path: Path) -> None:
+    load_or_export(tiny_model.module, "abc", tmp_path)
+    (cached,) = (tmp_path / "torchscript").glob("*.pt")
+    cached.write_bytes(b"garbage")
+    module = load_or_export(tiny_model.module, "abc", tmp_path)
+    x = torch.rand(1, 3, 16, 16)
+    assert torch.allclose(module(x), export(tiny_model.module)(x), atol=1e-5)
+
+
+def test_onnx_style_runs_with_its_own_size_multiple(real_store: ModelStore, photos: list[Path]) -> None:
+    if not real_store.is_installed(real_store.entry("cute")):
+        pytest.skip("AnimeGANv3 Cute ONNX is absent from ../shared/models")
+    model = load_stylizer(real_store, "cute")
+    assert model.backend == "onnxruntime" and model.multiple == 16
+    result = convert_bytes(photos[0].read_bytes(), model, ConvertSettings(max_side=250))
+    assert max(result.output_size) == 250
