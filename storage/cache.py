@@ -1,0 +1,213 @@
+"""The result cache and per-user settings, in one SQLite file (aiosqlite, WAL).
+
+A result is keyed by what determines its pixels: the sha256 of the photo's
+bytes, the style, and the version of the pipeline settings. Beside the file
+on disk we keep the Telegram ``file_id`` of the photo and document we sent,
+so a repeat is answered by reference, with no upload. Telegram's
+``file_unique_id`` is mapped to the content hash, so a photo sent again is
+recognised without downloading it. The result files are capped in total size
+and evicted least-recently-used first.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY,
+    content_sha256 TEXT NOT NULL,
+    style TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    photo_file_id TEXT,
+    document_file_id TEXT,
+    created_at REAL NOT NULL,
+    last_used REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_lru ON results(last_used);
+CREATE TABLE IF NOT EXISTS uploads (
+    file_unique_id TEXT PRIMARY KEY,
+    content_sha256 TEXT NOT NULL,
+    seen_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS users (
+    user_id INTEGER PRIMARY KEY,
+    style TEXT,
+    lang TEXT,
+    photos INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS stats (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    key: str
+    path: Path
+    width: int
+    height: int
+    photo_file_id: str | None
+    document_file_id: str | None
+
+
+def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
+    return f"{content_sha256}:{style}:{pipeline_version}"
+
+
+class Cache:
+    """Open with ``await Cache.open(path, results_dir)``; close with ``await cache.close()``."""
+
+    def __init__(self, db: aiosqlite.Connection, results_dir: Path, max_bytes: int) -> None:
+        self._db = db
+        self.results_dir = results_dir
+        self.max_bytes = max_bytes
+
+    @classmethod
+    async def open(cls, db_path: Path, results_dir: Path, max_bytes: int = 2 << 30) -> "Cache":
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        results_dir.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(db_path)
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.executescript(SCHEMA)
+        await db.commit()
+        return cls(db, results_dir, max_bytes)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    # --- results ----------------------------------------------------------------
+
+    async def get(self, key: str) -> CachedResult | None:
+        """The cached result for ``key``, marking it recently used; None if absent or its file is gone."""
+        async with self._db.execute(
+            "SELECT filename, width, height, photo_file_id, document_file_id FROM results WHERE key = ?", (key,)
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        path = self.results_dir / row[0]
+        if not path.is_file():
+            await self._db.execute("DELETE FROM results WHERE key = ?", (key,))
+            await self._db.commit()
+            return None
+        await self._db.execute("UPDATE results SET last_used = ? WHERE key = ?", (time.time(), key))
+        await self._db.commit()
+        return CachedResult(key, path, row[1], row[2], row[3], row[4])
+
+    async def put(self, key: str, content_sha256: str, style: str, data: bytes, width: int, height: int,
+                  suffix: str = ".jpg") -> CachedResult:
+        """Store a result file atomically, then evict the least recently used beyond the size cap."""
+        filename = f"{content_sha256[:2]}/{content_sha256}.{style}{suffix}"
+        path = self.results_dir / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".partial-", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        now = time.time()
+        await self._db.execute(
+            "INSERT OR REPLACE INTO results (key, content_sha256, style, filename, bytes, width, height,"
+            " photo_file_id, document_file_id, created_at, last_used) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
+            (key, content_sha256, style, filename, len(data), width, height, now, now),
+        )
+        await self._db.commit()
+        await self._evict()
+        return CachedResult(key, path, width, height, None, None)
+
+    async def set_file_ids(self, key: str, photo_file_id: str | None = None,
+                           document_file_id: str | None = None) -> None:
+        """Remember what Telegram called our upload, so a repeat is sent by reference."""
+        await self._db.execute(
+            "UPDATE results SET photo_file_id = COALESCE(?, photo_file_id),"
+            " document_file_id = COALESCE(?, document_file_id) WHERE key = ?",
+            (photo_file_id, document_file_id, key),
+        )
+        await self._db.commit()
+
+    async def total_bytes(self) -> int:
+        async with self._db.execute("SELECT COALESCE(SUM(bytes), 0) FROM results") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def _evict(self) -> None:
+        total = await self.total_bytes()
+        if total <= self.max_bytes:
+            return
+        async with self._db.execute("SELECT key, filename, bytes FROM results ORDER BY last_used ASC") as cur:
+            rows = await cur.fetchall()
+        for key, filename, size in rows:
+            if total <= self.max_bytes:
+                break
+            (self.results_dir / filename).unlink(missing_ok=True)
+            await self._db.execute("DELETE FROM results WHERE key = ?", (key,))
+            total -= size
+        await self._db.commit()
+
+    # --- Telegram file identities ----------------------------------------------
+
+    async def remember_upload(self, file_unique_id: str, content_sha256: str) -> None:
+        await self._db.execute(
+            "INSERT OR REPLACE INTO uploads (file_unique_id, content_sha256, seen_at) VALUES (?, ?, ?)",
+            (file_unique_id, content_sha256, time.time()),
+        )
+        await self._db.commit()
+
+    async def content_of(self, file_unique_id: str) -> str | None:
+        async with self._db.execute(
+            "SELECT content_sha256 FROM uploads WHERE file_unique_id = ?", (file_unique_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        return row[0] if row else None
+
+    # --- users and stats ----------------------------------------------------------
+
+    async def user_prefs(self, user_id: int) -> tuple[str | None, str | None]:
+        """(style, language) the user chose, each None if never set."""
+        async with self._db.execute("SELECT style, lang FROM users WHERE user_id = ?", (user_id,)) as cur:
+            row = await cur.fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    async def set_user_style(self, user_id: int, style: str) -> None:
+        await self._db.execute(
+            "INSERT INTO users (user_id, style) VALUES (?, ?) ON CONFLICT(user_id) DO UPDATE SET style = excluded.style",
+            (user_id, style),
+        )
+        await self._db.commit()
+
+    async def set_user_lang(self, user_id: int, lang: str) -> None:
+        await self._db.execute(
+            "INSERT INTO users (user_id, lang) VALUES (?, ?) ON CONFLICT(user_id) DO UPDATE SET lang = excluded.lang",
+            (user_id, lang),
+        )
+        await self._db.commit()
+
+    async def count_photo(self, user_id: int) -> None:
+        await self._db.execute(
+            "INSERT INTO users (user_id, photos) VALUES (?, 1)"
+            " ON CONFLICT(user_id) DO UPDATE SET photos = photos + 1",
+            (user_id,),
+        )
+        await self._db.commit()
+
+    async def bump(self, name: str, by: int = 1) -> None:
+        await self._db.execute(
+            "INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
+            (name, by, by),
+        )
+        await self._db.commit()
+
+    async def stats(self) -> dict[str, int]:
+        async with self._db.execute("SELECT name, value FROM stats") as cur:
+            return {name: value for name, value in await cur.fetchall()}

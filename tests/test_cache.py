@@ -1,0 +1,83 @@
+"""The SQLite result cache: a real file, real WAL, real eviction."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from storage.cache import Cache, result_key
+
+
+def run(coro):  # small helper: these tests are plain functions
+    return asyncio.run(coro)
+
+
+def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        key = result_key("a" * 64, "hayao", "v1")
+        assert await cache.get(key) is None
+        stored = await cache.put(key, "a" * 64, "hayao", b"JPEGDATA", 720, 480)
+        assert stored.path.read_bytes() == b"JPEGDATA"
+        await cache.set_file_ids(key, photo_file_id="PHOTO1")
+        await cache.set_file_ids(key, document_file_id="DOC1")
+        await cache.remember_upload("uniq-1", "a" * 64)
+        await cache.close()
+
+        again = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        hit = await again.get(key)
+        assert hit is not None and (hit.photo_file_id, hit.document_file_id) == ("PHOTO1", "DOC1")
+        assert (hit.width, hit.height) == (720, 480)
+        assert await again.content_of("uniq-1") == "a" * 64
+        assert await again.content_of("uniq-2") is None
+        await again.close()
+
+    run(scenario())
+    mode = sqlite3.connect(tmp_path / "bot.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_least_recently_used_results_are_evicted_beyond_the_cap(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results", max_bytes=2500)
+        keys = [result_key(f"{i:064d}", "hayao", "v1") for i in range(3)]
+        for i, key in enumerate(keys[:2]):
+            await cache.put(key, f"{i:064d}", "hayao", b"x" * 1000, 10, 10)
+        assert await cache.get(keys[0]) is not None  # 0 is now more recent than 1
+        await cache.put(keys[2], f"{2:064d}", "hayao", b"x" * 1000, 10, 10)
+        assert await cache.get(keys[1]) is None  # evicted, file removed too
+        assert await cache.get(keys[0]) is not None and await cache.get(keys[2]) is not None
+        assert await cache.total_bytes() == 2000
+        assert len(list((tmp_path / "results").rglob("*.jpg"))) == 2
+        await cache.close()
+
+    run(scenario())
+
+
+def test_a_result_whose_file_vanished_is_a_miss(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        key = result_key("b" * 64, "cute", "v1")
+        stored = await cache.put(key, "b" * 64, "cute", b"data", 1, 1)
+        stored.path.unlink()
+        assert await cache.get(key) is None
+        await cache.close()
+
+    run(scenario())
+
+
+def test_user_prefs_and_stats(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        assert await cache.user_prefs(7) == (None, None)
+        await cache.set_user_style(7, "cute")
+        await cache.set_user_lang(7, "zh")
+        await cache.count_photo(7)
+        await cache.count_photo(7)
+        assert await cache.user_prefs(7) == ("cute", "zh")
+        await cache.bump("cache_hits")
+        await cache.bump("cache_hits", 2)
+        assert (await cache.stats())["cache_hits"] == 3
+        await cache.close()
+
+    run(scenario())
