@@ -12,6 +12,8 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -31,6 +33,15 @@ def cache_key(weights_digest: str, net: Generator) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
+@contextmanager
+def _quiet_torchscript() -> Iterator[None]:
+    """Silence torch 2.13's TorchScript deprecation and tracer warnings; the design still names it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
 def export(net: Generator) -> torch.jit.ScriptModule:
     """Trace and freeze a generator for inference on any input size.
 
@@ -41,10 +52,7 @@ def export(net: Generator) -> torch.jit.ScriptModule:
     """
     net = net.eval()
     example = torch.zeros(1, 3, 64, 64)
-    with torch.no_grad(), warnings.catch_warnings():
-        # torch 2.13 marks TorchScript deprecated; the design still names it.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with torch.no_grad(), _quiet_torchscript():
         return torch.jit.freeze(torch.jit.trace(net, example))
 
 
@@ -53,8 +61,7 @@ def load_or_export(net: Generator, weights_digest: str, cache_dir: Path) -> torc
     path = cache_dir / "torchscript" / f"{cache_key(weights_digest, net)}.pt"
     if path.is_file():
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
+            with _quiet_torchscript():
                 return torch.jit.load(str(path), map_location="cpu")
         except Exception:
             path.unlink(missing_ok=True)  # a damaged cache entry is rebuilt, not fatal
@@ -63,8 +70,7 @@ def load_or_export(net: Generator, weights_digest: str, cache_dir: Path) -> torc
     fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".pt", dir=path.parent)
     os.close(fd)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
+        with _quiet_torchscript():
             torch.jit.save(module, tmp)
         os.replace(tmp, path)
     finally:
