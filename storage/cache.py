@@ -113,9 +113,12 @@ class Cache:
         path = self.results_dir / filename
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".partial-", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)  # only left if the write failed
         now = time.time()
         await self._db.execute(
             "INSERT OR REPLACE INTO results (key, content_sha256, style, filename, bytes, width, height,"
