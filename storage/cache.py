@@ -36,8 +36,10 @@ CREATE INDEX IF NOT EXISTS results_lru ON results(last_used);
 CREATE TABLE IF NOT EXISTS uploads (
     file_unique_id TEXT PRIMARY KEY,
     content_sha256 TEXT NOT NULL,
+    file_id TEXT NOT NULL,
     seen_at REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS uploads_content ON uploads(content_sha256);
 CREATE TABLE IF NOT EXISTS users (
     user_id INTEGER PRIMARY KEY,
     style TEXT,
@@ -160,12 +162,30 @@ class Cache:
 
     # --- Telegram file identities ----------------------------------------------
 
-    async def remember_upload(self, file_unique_id: str, content_sha256: str) -> None:
+    async def remember_upload(self, file_unique_id: str, content_sha256: str, file_id: str) -> None:
+        """Remember which bytes a Telegram file holds, and how to fetch them again for a re-render."""
         await self._db.execute(
-            "INSERT OR REPLACE INTO uploads (file_unique_id, content_sha256, seen_at) VALUES (?, ?, ?)",
-            (file_unique_id, content_sha256, time.time()),
+            "INSERT OR REPLACE INTO uploads (file_unique_id, content_sha256, file_id, seen_at) VALUES (?, ?, ?, ?)",
+            (file_unique_id, content_sha256, file_id, time.time()),
         )
         await self._db.commit()
+
+    async def source_of(self, sha_prefix: str) -> tuple[str, str] | None:
+        """(content sha256, Telegram file_id) of a photo we were sent, found by a hash prefix.
+
+        Inline buttons carry at most 64 bytes, so they name a photo by a
+        prefix of its hash; 16 hex digits make a collision practically
+        impossible for one bot's photos.
+        """
+        if not sha_prefix or any(c not in "0123456789abcdef" for c in sha_prefix):
+            return None
+        async with self._db.execute(
+            "SELECT content_sha256, file_id FROM uploads WHERE content_sha256 >= ? AND content_sha256 < ?"
+            " ORDER BY seen_at DESC LIMIT 1",
+            (sha_prefix, sha_prefix + "g"),
+        ) as cur:
+            row = await cur.fetchone()
+        return (row[0], row[1]) if row else None
 
     async def content_of(self, file_unique_id: str) -> str | None:
         async with self._db.execute(

@@ -21,7 +21,7 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         assert stored.path.read_bytes() == b"JPEGDATA"
         await cache.set_file_ids(key, photo_file_id="PHOTO1")
         await cache.set_file_ids(key, document_file_id="DOC1")
-        await cache.remember_upload("uniq-1", "a" * 64)
+        await cache.remember_upload("uniq-1", "a" * 64, "FILE-1")
         await cache.close()
 
         again = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
@@ -30,6 +30,9 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         assert (hit.width, hit.height) == (720, 480)
         assert await again.content_of("uniq-1") == "a" * 64
         assert await again.content_of("uniq-2") is None
+        assert await again.source_of("a" * 16) == ("a" * 64, "FILE-1")
+        assert await again.source_of("b" * 16) is None
+        assert await again.source_of("'; DROP") is None
         await again.close()
 
     run(scenario())
