@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     wi.add_argument("paths", nargs="+", metavar="PATH", type=Path)
     wi.set_defaults(handler=_weights_import)
 
+    r = sub.add_parser("run", help="run the Telegram bot (settings from the environment or .env)")
+    r.set_defaults(handler=_run)
+
     c = sub.add_parser("convert", help="convert image files to anime")
     c.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     dest = c.add_mutually_exclusive_group()
@@ -59,6 +62,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _store() -> ModelStore:
     return ModelStore(data_home())
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bot.app import run
+    from bot.config import load_config
+    from bot.logs import setup_logging
+
+    cfg = load_config()
+    setup_logging(cfg.token)
+    run(cfg)
+    return 0
 
 
 def _weights_list(args: argparse.Namespace) -> int:

@@ -1,0 +1,110 @@
+"""Application wiring, in one place: handlers, start-up and shutdown.
+
+Start-up order matters: the cache opens and the workers load their models
+before the first update is fetched, and shutdown stops the workers only
+after python-telegram-bot has stopped handing out updates.
+"""
+from __future__ import annotations
+
+import logging
+
+from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats, Update
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    CallbackQueryHandler,
+    CommandHandler,
+    MessageHandler,
+    filters,
+)
+
+from bot import handlers
+from bot.config import Config
+from bot.jobs import JobRunner
+from bot.pool import WorkerPool
+from bot.styles import Styles
+from bot.worker_process import WorkerSpec
+from inference.pipeline import ConvertSettings
+from storage.cache import Cache
+from weights.store import ModelStore
+
+log = logging.getLogger("animebot")
+
+PRIVATE_COMMANDS = {
+    "en": [("start", "what this bot does"), ("style", "choose your anime style"), ("lang", "language"),
+           ("help", "how to use it"), ("about", "credits and model licences")],
+    "zh": [("start", "这个机器人能做什么"), ("style", "选择动漫画风"), ("lang", "语言"),
+           ("help", "使用方法"), ("about", "致谢与模型许可")],
+}
+GROUP_COMMANDS = {
+    "en": [("anime", "reply to a photo to draw it as anime"), ("help", "how to use it")],
+    "zh": [("anime", "回复一张照片，把它画成动漫"), ("help", "使用方法")],
+}
+
+
+def build_application(cfg: Config) -> Application:
+    """The bot, ready for ``run_polling``. Fails early, before any network, if no style is installed."""
+    settings = ConvertSettings(max_side=cfg.max_side)
+    styles = Styles.from_store(ModelStore(cfg.home), cfg.default_style, settings)
+
+    async def startup(app: Application) -> None:
+        cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
+        pool = WorkerPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
+                          cfg.workers, cfg.queue_size, cfg.job_timeout_s, settings)
+        app.bot_data["pool"] = pool
+        app.bot_data["cache"] = cache
+        await pool.start()
+        runner = JobRunner(app.bot, pool, cache, styles, cfg.per_user_jobs)
+        app.bot_data["animebot"] = handlers.BotState(runner, cache, styles, cfg.album_wait_s)
+        await _register_commands(app)
+        log.info("bot @%s ready: styles %s (default %s), %d worker(s) x %d thread(s), queue %d, max side %d",
+                 app.bot.username, ",".join(styles.names), styles.default, cfg.workers, cfg.threads_per_worker,
+                 cfg.queue_size, cfg.max_side)
+
+    async def shutdown(app: Application) -> None:
+        if pool := app.bot_data.get("pool"):
+            await pool.close()
+        if cache := app.bot_data.get("cache"):
+            await cache.close()
+
+    app = (
+        Application.builder()
+        .token(cfg.token)
+        .base_url(cfg.base_url)
+        .base_file_url(cfg.base_file_url)
+        .concurrent_updates(True)
+        .rate_limiter(AIORateLimiter())
+        .post_init(startup)
+        .post_shutdown(shutdown)
+        .build()
+    )
+    private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
+    images = filters.PHOTO | filters.Document.ALL
+    app.add_handler(CommandHandler("start", handlers.start))
+    app.add_handler(CommandHandler("help", handlers.help_command))
+    app.add_handler(CommandHandler("about", handlers.about))
+    app.add_handler(CommandHandler("style", handlers.style_command))
+    app.add_handler(CommandHandler("lang", handlers.lang_command))
+    app.add_handler(CommandHandler("anime", handlers.anime))
+    app.add_handler(MessageHandler(private & images, handlers.private_media))
+    app.add_handler(MessageHandler(groups & images, handlers.group_media))
+    app.add_handler(CallbackQueryHandler(handlers.button))
+    app.add_handler(MessageHandler(private & filters.COMMAND, handlers.unknown_command))
+    app.add_handler(MessageHandler(private & filters.TEXT, handlers.text_hint))
+    app.add_error_handler(handlers.on_error)
+    return app
+
+
+async def _register_commands(app: Application) -> None:
+    """Menus for private chats and groups; English is the default, Chinese for zh clients."""
+    for lang, code in (("en", None), ("zh", "zh")):
+        await app.bot.set_my_commands([BotCommand(c, d) for c, d in PRIVATE_COMMANDS[lang]],
+                                      scope=BotCommandScopeAllPrivateChats(), language_code=code)
+        await app.bot.set_my_commands([BotCommand(c, d) for c, d in GROUP_COMMANDS[lang]],
+                                      scope=BotCommandScopeAllGroupChats(), language_code=code)
+
+
+def run(cfg: Config) -> None:
+    """Long-poll until SIGINT or SIGTERM."""
+    app = build_application(cfg)
+    app.run_polling(allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY], close_loop=False)

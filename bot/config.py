@@ -1,0 +1,113 @@
+"""The bot's settings, read once from the environment (and an optional ``.env``).
+
+Everything an operator may tune lives here, so the rest of the bot takes a
+``Config`` and never reads ``os.environ`` itself. A missing or malformed
+value is a :class:`ConfigError` whose message is the one line the operator
+sees.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference.errors import AnimebotError
+from inference.pipeline import DEFAULT_MAX_SIDE
+
+TELEGRAM_API = "https://api.telegram.org/bot"
+TELEGRAM_FILES = "https://api.telegram.org/file/bot"
+
+
+class ConfigError(AnimebotError):
+    code = "config"
+
+
+@dataclass(frozen=True)
+class Config:
+    token: str
+    home: Path
+    base_url: str = TELEGRAM_API
+    base_file_url: str = TELEGRAM_FILES
+    # Two workers of one thread each: on 2 cores this gives the best
+    # throughput for two users at the cost of ~1.3x latency for a lone user
+    # (README, "Choosing the worker layout").
+    workers: int = 2
+    threads_per_worker: int = 1
+    queue_size: int = 16
+    per_user_jobs: int = 3
+    job_timeout_s: float = 120.0
+    max_side: int = DEFAULT_MAX_SIDE
+    default_style: str | None = None
+    backend: str = "torchscript"
+    admins: frozenset[int] = frozenset()
+    cache_bytes: int = 2 << 30
+    album_wait_s: float = 1.0
+    poll_timeout_s: int = 30
+
+    def __repr__(self) -> str:  # the token must never reach a log, even via repr()
+        return f"Config(home={self.home}, workers={self.workers}x{self.threads_per_worker}, ...)"
+
+
+def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")) -> Config:
+    """Build the config from ``environ`` (default: the process environment).
+
+    A ``.env`` file, when present, fills in variables the environment does
+    not set, so ``docker run -e`` and a shell export always win.
+    """
+    env = dict(os.environ if environ is None else environ)
+    if dotenv is not None and dotenv.is_file():
+        from dotenv import dotenv_values
+
+        for key, value in dotenv_values(dotenv).items():
+            if value is not None:
+                env.setdefault(key, value)
+
+    token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
+    if not token:
+        raise ConfigError("TELEGRAM_BOT_TOKEN is not set; get one from @BotFather and put it in the environment or .env")
+    home = Path(env.get("ANIMEBOT_HOME") or "data").resolve()
+    cfg = Config(
+        token=token,
+        home=home,
+        base_url=env.get("TELEGRAM_API_BASE_URL") or TELEGRAM_API,
+        base_file_url=env.get("TELEGRAM_API_FILE_URL") or TELEGRAM_FILES,
+        workers=_int(env, "ANIMEBOT_WORKERS", Config.workers, 1, 64),
+        threads_per_worker=_int(env, "ANIMEBOT_THREADS", Config.threads_per_worker, 1, 256),
+        queue_size=_int(env, "ANIMEBOT_QUEUE_SIZE", Config.queue_size, 1, 10_000),
+        per_user_jobs=_int(env, "ANIMEBOT_PER_USER_JOBS", Config.per_user_jobs, 1, 1000),
+        job_timeout_s=float(_int(env, "ANIMEBOT_JOB_TIMEOUT", int(Config.job_timeout_s), 1, 3600)),
+        max_side=_int(env, "ANIMEBOT_MAX_SIDE", Config.max_side, 64, 4096),
+        default_style=env.get("ANIMEBOT_STYLE") or None,
+        backend=_choice(env, "ANIMEBOT_BACKEND", Config.backend, ("torchscript", "eager")),
+        admins=_ids(env.get("ANIMEBOT_ADMINS", "")),
+        cache_bytes=_int(env, "ANIMEBOT_CACHE_MB", Config.cache_bytes >> 20, 1, 1 << 24) << 20,
+    )
+    return cfg
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = env.get(name, "").strip() or default
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _ids(raw: str) -> frozenset[int]:
+    try:
+        return frozenset(int(part) for part in raw.replace(",", " ").split())
+    except ValueError:
+        raise ConfigError(f"ANIMEBOT_ADMINS must be Telegram user ids separated by commas, got {raw!r}") from None

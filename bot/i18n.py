@@ -1,0 +1,137 @@
+"""Every sentence the bot says, in English and Simplified Chinese.
+
+A user's language is what they chose with /lang, else what their Telegram
+client reports (``language_code``), else English. Image errors are looked up
+by their stable code, so the engine's English text is only a fallback.
+"""
+from __future__ import annotations
+
+LANGS = ("en", "zh")
+LANG_NAMES = {"en": "English", "zh": "简体中文"}
+
+TEXTS: dict[str, dict[str, str]] = {
+    "en": {
+        "start": (
+            "Hi! Send me a photo and I'll draw it as anime art.\n\n"
+            "• Photos or image files (JPEG, PNG, WebP) both work; albums too.\n"
+            "• /style picks the look, and the buttons under a result redraw it in another one.\n"
+            "• In a group, reply /anime to a photo, or send one with the caption /anime.\n\n"
+            "/help for more."
+        ),
+        "help": (
+            "How to use me:\n"
+            "• Send a photo, an image file or an album: you get the anime version back.\n"
+            "• /style: choose your default style ({styles}).\n"
+            "• Buttons under a result: redraw in another style, or get the full-size file "
+            "(Telegram recompresses photos; the file is exactly what I drew).\n"
+            "• In groups: reply /anime to a photo (optionally /anime STYLE), or caption a photo /anime.\n"
+            "• /lang: language. /about: credits and licences.\n\n"
+            "Repeats are instant: I remember what I've drawn."
+        ),
+        "about": "animebot draws photos as anime on an ordinary CPU.\n\nModels and their terms:\n{models}",
+        "style_prompt": "Pick a style. Your current one is {style}.",
+        "style_set": "Style set to {style}. Send a photo!",
+        "lang_prompt": "Choose a language:",
+        "lang_set": "Language set to English.",
+        "queued": "In queue, #{position}…",
+        "drawing": "Drawing…",
+        "album_queued": "Album of {count} photos: in queue…",
+        "album_drawing": "Album of {count} photos: drawing…",
+        "busy": "I'm busy right now. Please try again in a minute.",
+        "per_user_cap": "Please wait until the photos you already sent are done (up to {count} at a time).",
+        "file_too_big": "That file is {size_mb:.0f} MB; I can only fetch files up to 20 MB. Please send a smaller one.",
+        "not_an_image_file": "That file isn't an image. Send a photo, or a JPEG, PNG or WebP file.",
+        "worker_lost": "Sorry, something went wrong while drawing this one. Please send it again.",
+        "internal": "Sorry, something went wrong on my side. Please try again.",
+        "album_partial": "{failed} of {count} photos could not be drawn: {reason}",
+        "unknown_style": "I don't know the style {style!r}. Available: {styles}.",
+        "anime_needs_photo": "Reply /anime to a photo (or send a photo with the caption /anime).",
+        "button_expired": "This button has expired. Send the photo again.",
+        "text_hint": "Send me a photo and I'll draw it as anime. /help for more.",
+        "unknown_command": "I don't know that command. /help lists what I can do.",
+        "full_size": "📄 Full size",
+        "caption_style": "{style}",
+        "empty": "The file is empty.",
+        "not_image": "This file is not an image I can read (try JPEG, PNG or WebP).",
+        "corrupt": "This image file is damaged or truncated and can't be read.",
+        "format": "This image format isn't supported; send a JPEG, PNG or WebP.",
+        "too_large": "This image has too many pixels for me to read safely; send a smaller one.",
+        "too_small": "This image is too small; send one at least 32 px on each side.",
+        "aspect": "This image is too long and thin; the aspect ratio may be at most 20:1.",
+    },
+    "zh": {
+        "start": (
+            "你好！发给我一张照片，我会把它画成动漫风格。\n\n"
+            "• 照片或图片文件（JPEG、PNG、WebP）都可以，相册也行。\n"
+            "• /style 选择画风；结果下方的按钮可以换一种画风重画。\n"
+            "• 在群组里，用 /anime 回复一张照片，或发送带 /anime 说明的照片。\n\n"
+            "/help 查看更多。"
+        ),
+        "help": (
+            "使用方法：\n"
+            "• 发送照片、图片文件或相册，我会回复动漫版本。\n"
+            "• /style：选择默认画风（{styles}）。\n"
+            "• 结果下方的按钮：换画风重画，或获取原尺寸文件（Telegram 会压缩照片，文件是原样的结果）。\n"
+            "• 群组中：用 /anime 回复照片（可加画风，如 /anime STYLE），或给照片加说明 /anime。\n"
+            "• /lang：语言。/about：致谢与许可。\n\n"
+            "重复的照片会立刻回复：画过的我都记得。"
+        ),
+        "about": "animebot 在普通 CPU 上把照片画成动漫。\n\n模型及其条款：\n{models}",
+        "style_prompt": "选择画风。当前画风：{style}。",
+        "style_set": "画风已设为 {style}。发一张照片吧！",
+        "lang_prompt": "选择语言：",
+        "lang_set": "语言已设为简体中文。",
+        "queued": "排队中，第 {position} 位…",
+        "drawing": "正在绘制…",
+        "album_queued": "相册共 {count} 张：排队中…",
+        "album_drawing": "相册共 {count} 张：正在绘制…",
+        "busy": "我现在很忙，请一分钟后再试。",
+        "per_user_cap": "请等你已发送的照片处理完（每次最多 {count} 张）。",
+        "file_too_big": "这个文件有 {size_mb:.0f} MB，我只能获取 20 MB 以内的文件，请发送小一点的。",
+        "not_an_image_file": "这个文件不是图片。请发送照片，或 JPEG、PNG、WebP 文件。",
+        "worker_lost": "抱歉，绘制这张时出了问题，请重新发送。",
+        "internal": "抱歉，我这边出了问题，请再试一次。",
+        "album_partial": "{count} 张中有 {failed} 张无法绘制：{reason}",
+        "unknown_style": "没有画风 {style!r}。可用画风：{styles}。",
+        "anime_needs_photo": "请用 /anime 回复一张照片（或发送带 /anime 说明的照片）。",
+        "button_expired": "这个按钮已过期，请重新发送照片。",
+        "text_hint": "发给我一张照片，我会把它画成动漫。/help 查看更多。",
+        "unknown_command": "我不认识这个命令。/help 列出了我能做的事。",
+        "full_size": "📄 原尺寸文件",
+        "caption_style": "{style}",
+        "empty": "文件是空的。",
+        "not_image": "这个文件不是我能读取的图片（请用 JPEG、PNG 或 WebP）。",
+        "corrupt": "图片文件已损坏或不完整，无法读取。",
+        "format": "不支持这种图片格式，请发送 JPEG、PNG 或 WebP。",
+        "too_large": "图片像素太多，无法安全读取，请发送小一点的。",
+        "too_small": "图片太小，每边至少需要 32 像素。",
+        "aspect": "图片太细长了，长宽比最多 20:1。",
+    },
+}
+
+IMAGE_ERROR_CODES = ("empty", "not_image", "corrupt", "format", "too_large", "too_small", "aspect")
+
+
+def pick_lang(chosen: str | None, language_code: str | None) -> str:
+    """The user's /lang choice, else their client's language if we speak it, else English."""
+    if chosen in LANGS:
+        return chosen
+    if language_code and language_code.lower().startswith("zh"):
+        return "zh"
+    return "en"
+
+
+def t(lang: str, key: str, **values: object) -> str:
+    table = TEXTS.get(lang, TEXTS["en"])
+    return table.get(key, TEXTS["en"][key]).format(**values)
+
+
+def error_text(lang: str, code: str, engine_message: str) -> str:
+    """The user-facing sentence for an error code; never an internal detail.
+
+    The engine's own image messages are written for users and name the
+    actual sizes, so English uses them; other languages use the catalogue.
+    """
+    if code in IMAGE_ERROR_CODES:
+        return engine_message if lang == "en" else t(lang, code)
+    return t(lang, code) if code in TEXTS["en"] else t(lang, "internal")

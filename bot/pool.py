@@ -1,0 +1,209 @@
+"""A bounded pool of inference worker processes, driven from asyncio.
+
+The event loop never runs a model: it puts a :class:`Task` on a bounded
+queue, and one dispatcher coroutine per worker hands tasks to its process
+over a pipe. The blocking pipe calls run on a small thread pool of their
+own (one thread per worker), so a 20 MB photo never stalls the loop.
+
+A worker that dies, or takes longer than the timeout, is killed and
+replaced; its task fails with :class:`WorkerLost` so the user can be told.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing as mp
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+from bot.worker_process import WorkerSpec, WorkFailed, WorkOrder, serve
+from inference.errors import AnimebotError
+from inference.pipeline import ConvertSettings, Converted
+
+log = logging.getLogger("animebot.pool")
+
+START_TIMEOUT_S = 600.0  # the first start may export TorchScript
+STOP_TIMEOUT_S = 10.0
+
+
+class PoolBusy(AnimebotError):
+    code = "busy"
+
+
+class WorkerLost(AnimebotError):
+    """The worker running a task crashed or hung; the task is not retried."""
+
+    code = "worker_lost"
+
+
+@dataclass
+class Task:
+    """One queued conversion. ``started`` is set when a worker takes it."""
+
+    job_id: str
+    data: bytes
+    style: str
+    position: int
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    result: asyncio.Future[Converted] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    queued_at: float = field(default_factory=time.monotonic)
+    waited_s: float = 0.0
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+
+
+class WorkerPool:
+    """``await pool.start()``, then ``pool.submit(...)`` and ``await task.result``."""
+
+    def __init__(self, spec: WorkerSpec, size: int, queue_size: int, timeout_s: float,
+                 settings: ConvertSettings) -> None:
+        self.spec = spec
+        self.size = size
+        self.queue_size = queue_size
+        self.timeout_s = timeout_s
+        self.settings = settings
+        self._ctx = mp.get_context("spawn")
+        self._queue: asyncio.Queue[Task] = asyncio.Queue()
+        self._workers: list[_Worker | None] = [None] * size
+        self._busy = 0
+        self._dispatchers: list[asyncio.Task[None]] = []
+        self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="pool-pipe")
+
+    # --- public ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every worker and wait until each has loaded its model."""
+        self._workers = list(await asyncio.gather(*(self._spawn(i) for i in range(self.size))))
+        self._dispatchers = [asyncio.create_task(self._dispatch(i), name=f"dispatch-{i}") for i in range(self.size)]
+
+    def free_slots(self) -> int:
+        """How many more tasks the queue accepts now."""
+        return max(0, self.queue_size - self._queue.qsize())
+
+    @property
+    def waiting(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def running(self) -> int:
+        return self._busy
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers if w is not None and w.process.pid is not None]
+
+    def submit(self, job_id: str, data: bytes, style: str) -> Task:
+        """Queue a conversion, or raise :class:`PoolBusy` when the queue is full."""
+        if self._queue.qsize() >= self.queue_size:
+            raise PoolBusy("the queue is full")
+        idle = self.size - self._busy
+        task = Task(job_id, data, style, position=max(0, self._queue.qsize() - idle) + 1)
+        self._queue.put_nowait(task)
+        return task
+
+    async def close(self) -> None:
+        """Stop dispatching, fail what is still queued, and stop every worker."""
+        for d in self._dispatchers:
+            d.cancel()
+        await asyncio.gather(*self._dispatchers, return_exceptions=True)
+        while not self._queue.empty():
+            task = self._queue.get_nowait()
+            if not task.result.done():
+                task.result.set_exception(WorkerLost("the bot is shutting down"))
+        await asyncio.gather(*(asyncio.to_thread(self._stop, w) for w in self._workers if w is not None))
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    # --- dispatching --------------------------------------------------------------
+
+    async def _dispatch(self, slot: int) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            task = await self._queue.get()
+            if task.result.done():  # cancelled by its owner while queued
+                continue
+            worker = self._workers[slot]
+            if worker is None or not worker.process.is_alive():
+                worker = await self._replace(slot, "found dead")
+            self._busy += 1
+            task.waited_s = time.monotonic() - task.queued_at
+            task.started.set()
+            order = WorkOrder(task.job_id, task.data, task.style, self.settings)
+            try:
+                reply = await asyncio.wait_for(
+                    loop.run_in_executor(self._threads, _exchange, worker.conn, order), self.timeout_s
+                )
+            except asyncio.TimeoutError:
+                log.warning("job %s: worker %d (pid %s) passed %.0f s; replacing it",
+                            task.job_id, slot, worker.process.pid, self.timeout_s)
+                _fail(task, WorkerLost("the worker timed out"))
+                await self._replace(slot, "timed out")
+                continue
+            except (EOFError, OSError) as exc:
+                log.warning("job %s: worker %d (pid %s) died (%s); replacing it",
+                            task.job_id, slot, worker.process.pid, exc.__class__.__name__)
+                _fail(task, WorkerLost("the worker crashed"))
+                await self._replace(slot, "crashed")
+                continue
+            finally:
+                self._busy -= 1
+            if isinstance(reply, WorkFailed):
+                _fail(task, AnimebotError(reply.message, code=reply.code))
+            elif not task.result.done():
+                task.result.set_result(reply)
+
+    async def _replace(self, slot: int, why: str) -> _Worker:
+        old = self._workers[slot]
+        self._workers[slot] = None
+        if old is not None:
+            old.process.kill()
+            await asyncio.to_thread(old.process.join, STOP_TIMEOUT_S)
+            old.conn.close()
+        worker = await self._spawn(slot)
+        self._workers[slot] = worker
+        log.info("worker %d replaced after it %s (new pid %s)", slot, why, worker.process.pid)
+        return worker
+
+    async def _spawn(self, slot: int) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(target=serve, args=(child, self.spec), name=f"animebot-worker-{slot}", daemon=True)
+        process.start()
+        child.close()
+        try:
+            ready = await asyncio.wait_for(asyncio.to_thread(parent.recv), START_TIMEOUT_S)
+        except (EOFError, OSError, asyncio.TimeoutError):
+            process.kill()
+            raise AnimebotError(f"worker {slot} did not start (exit code {process.exitcode})", code="worker_start")
+        if ready[0] != "ready":
+            process.join(STOP_TIMEOUT_S)
+            raise AnimebotError(f"worker {slot} could not load its model: {ready[1]}", code="worker_start")
+        log.info("worker %d ready (pid %s, %d thread(s), %s)", slot, ready[1], self.spec.threads, self.spec.backend)
+        return _Worker(process, parent)
+
+    @staticmethod
+    def _stop(worker: _Worker) -> None:
+        try:
+            worker.conn.send(None)
+        except OSError:
+            pass
+        worker.process.join(STOP_TIMEOUT_S)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(STOP_TIMEOUT_S)
+        worker.conn.close()
+
+
+def _exchange(conn: Connection, order: WorkOrder) -> Converted | WorkFailed:
+    """Send one order and wait for its answer (runs on a pipe thread)."""
+    conn.send(order)
+    return conn.recv()
+
+
+def _fail(task: Task, exc: Exception) -> None:
+    if not task.result.done():
+        task.result.set_exception(exc)

@@ -1,0 +1,54 @@
+"""Which styles this bot offers, and what version of a result each one makes.
+
+Read from the model store once at start: a style appears in keyboards and
+commands only if its weights are installed. The cache key's version names
+everything that changes a result's bytes (the model file, the size, the
+format and quality), so changing any of them never serves a stale result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inference.pipeline import ConvertSettings
+from weights.registry import ModelEntry
+from weights.store import ModelStore, WeightsError
+
+PIPELINE_REVISION = 1  # bump when the pipeline's code changes its output
+
+
+@dataclass(frozen=True)
+class Styles:
+    entries: tuple[ModelEntry, ...]
+    default: str
+    settings: ConvertSettings
+
+    @classmethod
+    def from_store(cls, store: ModelStore, preferred: str | None, settings: ConvertSettings) -> "Styles":
+        installed = tuple(store.installed("style"))
+        if not installed:
+            raise WeightsError("no style is installed; run: animebot weights download hayao", code="not_installed")
+        names = [e.name for e in installed]
+        if preferred and preferred not in names:
+            raise WeightsError(f"ANIMEBOT_STYLE={preferred!r} is not installed; installed: {', '.join(names)}")
+        default = preferred or ("hayao" if "hayao" in names else names[0])
+        return cls(installed, default, settings)
+
+    @property
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    def label(self, name: str) -> str:
+        return next((e.label for e in self.entries if e.name == name), name)
+
+    def resolve(self, name: str | None) -> str | None:
+        """The installed style called ``name`` (any case), the default for None, else None."""
+        if name is None:
+            return self.default
+        wanted = name.strip().lower()
+        return next((n for n in self.names if n.lower() == wanted), None)
+
+    def version(self, name: str) -> str:
+        entry = next(e for e in self.entries if e.name == name)
+        model = (entry.sha256 or entry.git_sha1 or "local")[:12]
+        s = self.settings
+        return f"r{PIPELINE_REVISION}-{model}-{s.max_side}-{s.fmt}{s.jpeg_quality}"

@@ -1,0 +1,89 @@
+"""The inside of one inference worker process.
+
+A worker loads its models once and then converts whatever arrives on its
+pipe: photo bytes in, encoded anime bytes out. Decoding, resizing and
+encoding happen here too, so the bot's event loop only moves bytes.
+It runs in a fresh (spawned) interpreter, so nothing here may rely on state
+of the parent process.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from inference.backends import Stylizer
+from inference.errors import AnimebotError
+from inference.pipeline import ConvertSettings, Converted
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker needs to know to start; picklable, sent once at spawn."""
+
+    home: Path
+    backend: str
+    threads: int
+    preload: str
+
+
+@dataclass(frozen=True)
+class WorkOrder:
+    job_id: str
+    data: bytes
+    style: str
+    settings: ConvertSettings
+
+
+@dataclass(frozen=True)
+class WorkFailed:
+    """A conversion that failed for a reason the user should be told (bad image, missing model)."""
+
+    job_id: str
+    code: str
+    message: str
+
+
+def serve(conn: Connection, spec: WorkerSpec) -> None:
+    """Worker main loop. Sends ``("ready", pid)`` or ``("failed", message)`` first."""
+    # The parent owns shutdown: a Ctrl-C in the terminal reaches the whole
+    # process group, and a worker that died mid-job would lose that photo.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch
+
+    from inference.engine import load_stylizer
+    from inference.pipeline import convert_bytes
+    from weights.store import ModelStore
+
+    torch.set_num_threads(spec.threads)
+    store = ModelStore(spec.home)
+    models: dict[str, Stylizer] = {}
+
+    def model(style: str) -> Stylizer:
+        if style not in models:
+            models[style] = load_stylizer(store, style, spec.backend, spec.threads)  # type: ignore[arg-type]
+        return models[style]
+
+    try:
+        model(spec.preload)
+    except AnimebotError as exc:
+        conn.send(("failed", exc.message))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            order: WorkOrder | None = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent is gone
+        if order is None:
+            return
+        reply: Converted | WorkFailed
+        try:
+            reply = convert_bytes(order.data, model(order.style), order.settings)
+        except AnimebotError as exc:
+            reply = WorkFailed(order.job_id, exc.code, exc.message)
+        except Exception as exc:  # a bug or a torch failure: report it, keep serving
+            reply = WorkFailed(order.job_id, "internal", f"{exc.__class__.__name__}: {exc}")
+        conn.send(reply)
