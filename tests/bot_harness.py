@@ -1,0 +1,89 @@
+"""Start the real ``animebot run`` process against the fake Bot API, and play users.
+
+Each bot gets its own data dir (its own SQLite file and result cache) but
+shares installed models and the TorchScript export with the others through
+symlinks, so only the first start in a session pays for the export.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.fake_telegram import TOKEN, FakeTelegram
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def private_chat(uid: int, lang: str = "en") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(chat, user) of a private conversation with user ``uid``."""
+    user = {"id": uid, "is_bot": False, "first_name": f"User{uid}", "language_code": lang}
+    return {"id": uid, "type": "private", "first_name": user["first_name"]}, user
+
+
+def group_chat(gid: int) -> dict[str, Any]:
+    return {"id": -gid, "type": "supergroup", "title": f"Group {gid}"}
+
+
+@dataclass
+class RunningBot:
+    process: subprocess.Popen[bytes]
+    fake: FakeTelegram
+    home: Path
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def worker_pids(self) -> dict[int, int]:
+        """The current pid of each worker slot, as the bot logged them."""
+        pids: dict[int, int] = {}
+        for slot, pid in re.findall(r"worker (\d+) (?:ready \(pid|replaced after it \w+ \(new pid) (\d+)", self.log()):
+            pids[int(slot)] = int(pid)
+        return pids
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+
+
+def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, **env: str) -> RunningBot:
+    """``python -m bot run`` in ``home`` (cwd too, so no developer .env is read), ready to poll."""
+    home.mkdir(parents=True, exist_ok=True)
+    for name in ("models", "cache"):
+        (shared_home / name).mkdir(parents=True, exist_ok=True)
+        if not (home / name).exists():
+            (home / name).symlink_to(shared_home / name)
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_API_BASE_URL": fake.base_url,
+        "TELEGRAM_API_FILE_URL": fake.file_url,
+        "ANIMEBOT_HOME": str(home),
+        **env,
+    }
+    log_path = home / "bot.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=full_env,
+                                   stdout=log, stderr=subprocess.STDOUT)
+    bot = RunningBot(process, fake, home, log_path)
+    try:
+        fake.wait_for(lambda: process.poll() is not None or "ready: styles" in bot.log(), timeout=600)
+        if process.poll() is not None:
+            raise RuntimeError(f"the bot exited with {process.returncode}:\n{bot.log()}")
+    except BaseException:
+        bot.stop()
+        raise
+    return bot

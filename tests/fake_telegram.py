@@ -1,0 +1,400 @@
+"""A fake Telegram Bot API server for end-to-end tests: real HTTP on 127.0.0.1.
+
+It speaks the methods the bot uses with Telegram's JSON shapes, parses
+url-encoded and multipart bodies the way Telegram does, and records every
+call so tests can assert on what a user would have seen. Tests play the
+users: they register files, push updates (photos, documents, commands,
+button presses) and wait for the bot's calls.
+
+Point a bot at it with ``base_url=fake.base_url`` and
+``base_file_url=fake.file_url`` (python-telegram-bot appends the token).
+"""
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.parser import BytesParser
+from email.policy import HTTP
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from PIL import Image
+
+TOKEN = "123456789:AAE-fake-Secret_token-for-tests"
+BOT_USER = {"id": 123456789, "is_bot": True, "first_name": "Anime", "username": "AnimeTestBot",
+            "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
+JSON_FIELDS = {"reply_markup", "reply_parameters", "media", "commands", "scope", "allowed_updates", "entities"}
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+
+
+@dataclass
+class Call:
+    """One Bot API request: its method, its text parameters and its uploaded files."""
+
+    method: str
+    params: dict[str, Any]
+    files: dict[str, bytes]
+    at: float = field(default_factory=time.monotonic)
+    result: Any = None
+
+
+@dataclass
+class StoredFile:
+    data: bytes
+    file_id: str
+    unique_id: str
+    path: str
+
+
+class FakeTelegram:
+    """The server. Use as a context manager, or ``start()`` and ``stop()``."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.downloads: list[str] = []
+        self.files: dict[str, StoredFile] = {}
+        self.messages: dict[tuple[int, int], dict[str, Any]] = {}
+        self._updates: list[dict[str, Any]] = []
+        self._update_ids = itertools.count(1000)
+        self._message_ids: dict[int, itertools.count[int]] = {}
+        self._file_ids = itertools.count(1)
+        self._cond = threading.Condition()
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{port}/bot"
+        self.file_url = f"http://127.0.0.1:{port}/file/bot"
+
+    # --- lifecycle --------------------------------------------------------------
+
+    def start(self) -> "FakeTelegram":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "FakeTelegram":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- playing the users ------------------------------------------------------------
+
+    def store_file(self, data: bytes, suffix: str = ".jpg") -> StoredFile:
+        """Keep bytes as Telegram would, under a new file_id, file_unique_id and path."""
+        n = next(self._file_ids)
+        f = StoredFile(data, f"FILE{n:06d}-{len(data)}", f"U{n:06d}", f"files/file_{n}{suffix}")
+        with self._cond:
+            self.files[f.file_id] = f
+        return f
+
+    def photo_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, caption: str | None = None,
+                      reply_to: dict[str, Any] | None = None, media_group_id: str | None = None,
+                      same_file: StoredFile | None = None) -> dict[str, Any]:
+        """A user's photo message; ``same_file`` resends an already known photo, as forwarding does."""
+        f = same_file or self.store_file(data)
+        w, h = Image.open(io.BytesIO(f.data)).size
+        msg = self._message(chat, user, photo=[_photo_size(f, w, h)])
+        if caption is not None:
+            msg["caption"] = caption
+            if caption.startswith("/"):
+                msg["caption_entities"] = [{"type": "bot_command", "offset": 0, "length": len(caption.split()[0])}]
+        if reply_to is not None:
+            msg["reply_to_message"] = reply_to
+        if media_group_id is not None:
+            msg["media_group_id"] = media_group_id
+        return self.push({"message": msg})
+
+    def document_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, file_name: str,
+                         mime_type: str) -> dict[str, Any]:
+        f = self.store_file(data, "." + file_name.rsplit(".", 1)[-1])
+        doc = {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_name": file_name,
+               "mime_type": mime_type, "file_size": len(data)}
+        return self.push({"message": self._message(chat, user, document=doc)})
+
+    def text_message(self, chat: dict[str, Any], user: dict[str, Any], text: str,
+                     reply_to: dict[str, Any] | None = None) -> dict[str, Any]:
+        msg = self._message(chat, user, text=text)
+        if text.startswith("/"):
+            msg["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
+        if reply_to is not None:
+            msg["reply_to_message"] = reply_to
+        return self.push({"message": msg})
+
+    def press(self, user: dict[str, Any], message: dict[str, Any], data: str) -> dict[str, Any]:
+        """A user presses an inline button under ``message`` (one the bot sent)."""
+        query = {"id": str(next(self._update_ids)), "from": user, "message": message,
+                 "chat_instance": "ci-1", "data": data}
+        return self.push({"callback_query": query})
+
+    def push(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Queue an update for getUpdates; returns the message or query it carries."""
+        with self._cond:
+            update = {"update_id": next(self._update_ids), **payload}
+            self._updates.append(update)
+            self._cond.notify_all()
+        return next(iter(payload.values()))
+
+    # --- what the bot did ---------------------------------------------------------------
+
+    def calls_to(self, method: str, chat_id: int | None = None) -> list[Call]:
+        with self._cond:
+            return [c for c in self.calls if c.method == method
+                    and (chat_id is None or str(c.params.get("chat_id")) == str(chat_id))]
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 120.0) -> Any:
+        """Wait until ``predicate()`` is truthy (re-checked on every call); return its value."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"condition not met in {timeout} s; calls: {[c.method for c in self.calls]}")
+                self._cond.wait(min(left, 0.5))
+
+    def sent_file(self, call: Call, field: str) -> bytes:
+        """The bytes a user receives from a send call, whether uploaded or sent by file_id."""
+        value = call.params.get(field)
+        if field in call.files:
+            return call.files[field]
+        if isinstance(value, str) and value.startswith("attach://"):
+            return call.files[value.removeprefix("attach://")]
+        return self.files[str(value)].data
+
+    def messages_to(self, chat_id: int) -> list[Call]:
+        """Every text message the bot sent to a chat."""
+        return self.calls_to("sendMessage", chat_id)
+
+    def replies_to(self, message: dict[str, Any]) -> list[Call]:
+        """Every message the bot sent in reply to ``message``."""
+        chat_id, mid = message["chat"]["id"], message["message_id"]
+        with self._cond:
+            return [c for c in self.calls if c.method.startswith("send") and c.method != "sendChatAction"
+                    and str(c.params.get("chat_id")) == str(chat_id)
+                    and (c.params.get("reply_parameters") or {}).get("message_id") == mid]
+
+    # --- internals: messages ----------------------------------------------------------------
+
+    def _message(self, chat: dict[str, Any], user: dict[str, Any] | None, **content: Any) -> dict[str, Any]:
+        with self._cond:
+            counter = self._message_ids.setdefault(chat["id"], itertools.count(1))
+            msg = {"message_id": next(counter), "date": int(time.time()), "chat": chat, **content}
+            if user is not None:
+                msg["from"] = user
+            self.messages[(chat["id"], msg["message_id"])] = msg
+        return msg
+
+    def _bot_message(self, params: dict[str, Any], **content: Any) -> dict[str, Any]:
+        chat_id = int(params["chat_id"])
+        chat = next((m["chat"] for (c, _), m in self.messages.items() if c == chat_id),
+                    {"id": chat_id, "type": "private" if chat_id > 0 else "group"})
+        msg = self._message(chat, BOT_USER, **content)
+        target = (params.get("reply_parameters") or {}).get("message_id")
+        if target is not None:
+            original = self.messages.get((chat_id, int(target)))
+            if original is not None:
+                msg["reply_to_message"] = original
+            elif not (params.get("reply_parameters") or {}).get("allow_sending_without_reply"):
+                raise ApiError(400, "Bad Request: message to be replied not found")
+        if "reply_markup" in params:
+            msg["reply_markup"] = params["reply_markup"]
+        return msg
+
+    def _media(self, value: Any, files: dict[str, bytes], suffix: str) -> tuple[StoredFile, bool]:
+        """The file a send method refers to, and whether it was uploaded (not a file_id)."""
+        if isinstance(value, bytes):
+            return self.store_file(value, suffix), True
+        if isinstance(value, str) and value.startswith("attach://"):
+            return self.store_file(files[value[len("attach://"):]], suffix), True
+        known = self.files.get(str(value))
+        if known is None:
+            raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
+        return known, False
+
+    # --- internals: methods ------------------------------------------------------------------
+
+    def call(self, method: str, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            raise ApiError(404, "Not Found: method not found")
+        with self._cond:
+            call = Call(method, params, files)
+            if method != "getUpdates":
+                self.calls.append(call)
+            call.result = handler(params, files)
+            self._cond.notify_all()
+            return call.result
+
+    def _m_getMe(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return BOT_USER
+
+    def _m_deleteWebhook(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return True
+
+    _m_setMyCommands = _m_deleteWebhook
+    _m_sendChatAction = _m_deleteWebhook
+    _m_answerCallbackQuery = _m_deleteWebhook
+
+    def _m_getUpdates(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        offset = int(params.get("offset") or 0)
+        deadline = time.monotonic() + min(float(params.get("timeout") or 0), 5.0)
+        with self._cond:
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            while not self._updates and time.monotonic() < deadline:
+                self._cond.wait(deadline - time.monotonic())
+            return list(self._updates[: int(params.get("limit") or 100)])
+
+    def _m_getFile(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        f = self.files.get(str(params.get("file_id")))
+        if f is None:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        if len(f.data) > DOWNLOAD_LIMIT:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(f.data), "file_path": f.path}
+
+    def _m_sendMessage(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return self._bot_message(params, text=params["text"])
+
+    def _m_editMessageText(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        msg = self.messages.get((int(params["chat_id"]), int(params["message_id"])))
+        if msg is None:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        if msg.get("text") == params["text"]:
+            raise ApiError(400, "Bad Request: message is not modified")
+        msg["text"] = params["text"]
+        return msg
+
+    def _m_deleteMessage(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        if self.messages.pop((int(params["chat_id"]), int(params["message_id"])), None) is None:
+            raise ApiError(400, "Bad Request: message to delete not found")
+        return True
+
+    def _m_sendPhoto(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        f, _ = self._media(files.get("photo", params.get("photo")), files, ".jpg")
+        w, h = Image.open(io.BytesIO(f.data)).size
+        return self._bot_message(params, photo=[_photo_size(f, w, h)])
+
+    def _m_sendDocument(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        f, _ = self._media(files.get("document", params.get("document")), files, ".jpg")
+        return self._bot_message(params, document={"file_id": f.file_id, "file_unique_id": f.unique_id,
+                                                   "file_size": len(f.data), "file_name": "anime.jpg"})
+
+    def _m_sendMediaGroup(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        group = f"MG{next(self._file_ids)}"
+        out = []
+        for item in params["media"]:
+            f, _ = self._media(item["media"], files, ".jpg")
+            w, h = Image.open(io.BytesIO(f.data)).size
+            out.append(self._bot_message(params, photo=[_photo_size(f, w, h)], media_group_id=group))
+        return out
+
+    # --- internals: HTTP ------------------------------------------------------------------------
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _reply(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # file downloads
+                prefix = f"/file/bot{TOKEN}/"
+                path = urllib.parse.unquote(self.path)
+                if not path.startswith(prefix):
+                    return self._reply(404, b"not found", "text/plain")
+                wanted = path[len(prefix):]
+                f = next((f for f in list(fake.files.values()) if f.path == wanted), None)
+                if f is None:
+                    return self._reply(404, b"not found", "text/plain")
+                with fake._cond:
+                    fake.downloads.append(wanted)
+                self._reply(200, f.data, "application/octet-stream")
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                prefix = "/bot"
+                if not self.path.startswith(prefix) or "/" not in self.path[len(prefix):]:
+                    return self._reply(404, b'{"ok":false,"error_code":404,"description":"Not Found"}')
+                token, method = self.path[len(prefix):].split("/", 1)
+                if token != TOKEN:
+                    return self._reply(401, b'{"ok":false,"error_code":401,"description":"Unauthorized"}')
+                try:
+                    params, files = _parse_body(self.headers.get("Content-Type", ""), body)
+                    result = fake.call(method, params, files)
+                    out = {"ok": True, "result": result}
+                    status = 200
+                except ApiError as exc:
+                    out = {"ok": False, "error_code": exc.code, "description": exc.description}
+                    status = exc.code
+                self._reply(status, json.dumps(out).encode())
+
+        return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-reply (a bot shutting down during a long poll) is not an error."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def _photo_size(f: StoredFile, w: int, h: int) -> dict[str, Any]:
+    return {"file_id": f.file_id, "file_unique_id": f.unique_id, "width": w, "height": h, "file_size": len(f.data)}
+
+
+def _parse_body(ctype: str, body: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Parameters and files of a Bot API request, as Telegram reads them."""
+    params: dict[str, Any] = {}
+    files: dict[str, bytes] = {}
+    if ctype.startswith("multipart/form-data"):
+        message = BytesParser(policy=HTTP).parsebytes(b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True) or b""
+            if part.get_filename() is not None:
+                files[name] = payload
+            else:
+                params[name] = payload.decode()
+    elif ctype.startswith("application/json"):
+        params = json.loads(body or b"{}")
+    else:
+        params = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode(), keep_blank_values=True).items()}
+    for key in JSON_FIELDS & params.keys():
+        if isinstance(params[key], str):
+            params[key] = json.loads(params[key])
+    for key, value in list(params.items()):
+        if isinstance(value, str) and value in ("true", "false"):
+            params[key] = value == "true"
+    return params, files

@@ -1,0 +1,255 @@
+"""The real bot process, end to end over real HTTP, with the real Hayao model and real photos.
+
+One bot serves this module (the default layout: two workers of one thread,
+720 px); each test plays its own users so the tests do not see each
+other's cache entries or replies.
+"""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from inference.engine import load_stylizer
+from inference.pipeline import ConvertSettings, convert_bytes, fit_size
+from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from tests.conftest import CUTE_FILE, PHOTOS, psnr
+from tests.fake_telegram import TOKEN, Call, FakeTelegram
+from weights.store import ModelStore
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="session")
+def shared_home(real_store: ModelStore) -> Path:
+    return real_store.home
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def bot(fake: FakeTelegram, shared_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBot]:
+    running = start_bot(fake, tmp_path_factory.mktemp("bot"), shared_home)
+    yield running
+    assert running.stop() == 0, running.log()
+    assert TOKEN not in running.log()
+    assert TOKEN.split(":")[1] not in running.log()
+
+
+def photo(name: str) -> bytes:
+    return (PHOTOS / name).read_bytes()
+
+
+def photo_reply(fake: FakeTelegram, message: dict[str, Any], timeout: float = 180) -> Call:
+    return fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == "sendPhoto"], timeout)[0]
+
+
+def text_reply(fake: FakeTelegram, message: dict[str, Any], timeout: float = 60) -> str:
+    call = fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == "sendMessage"
+                                  and "reply_markup" not in c.params and c.params["text"] not in STATUS], timeout)[0]
+    return str(call.params["text"])
+
+
+STATUS = {"Drawing…", "In queue, #1…", "In queue, #2…", "In queue, #3…"}
+
+
+def image_of(fake: FakeTelegram, call: Call, field: str = "photo") -> Image.Image:
+    return Image.open(io.BytesIO(fake.sent_file(call, field)))
+
+
+def buttons(call: Call) -> list[str]:
+    return [b["callback_data"] for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
+
+
+@pytest.fixture(scope="module")
+def engine(real_store: ModelStore):  # type: ignore[no-untyped-def]
+    """What ``animebot convert`` makes with the defaults, for comparing the bot's replies."""
+    models: dict[str, Any] = {}
+
+    def convert(data: bytes, style: str = "hayao") -> Image.Image:
+        if style not in models:
+            models[style] = load_stylizer(real_store, style, "torchscript")
+        return Image.open(io.BytesIO(convert_bytes(data, models[style], ConvertSettings()).data))
+
+    return convert
+
+
+def test_private_photo_gets_anime_reply_like_the_engine(bot: RunningBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
+    chat, user = private_chat(101)
+    data = photo("street_1279x867.jpg")
+    msg = fake.photo_message(chat, user, data)
+    reply = photo_reply(fake, msg)
+
+    got = image_of(fake, reply)
+    assert got.size == fit_size(1279, 867, 720) == (720, 488)
+    assert psnr(np.asarray(got.convert("RGB")), np.asarray(engine(data).convert("RGB"))) > 35
+    assert np.asarray(got.convert("L"), np.float32).std() > 20  # a picture, not a flat fill
+    # the status message appeared, then went away once the photo was sent
+    status = [c for c in fake.replies_to(msg) if c.method == "sendMessage"]
+    assert status and status[0].params["text"] in STATUS
+    fake.wait_for(lambda: fake.calls_to("deleteMessage", chat["id"]), 10)
+    assert fake.calls_to("sendChatAction", chat["id"])[0].params["action"] == "upload_photo"
+    assert any(b.startswith("f:hayao:") for b in buttons(reply))
+
+
+def test_image_document_gets_anime_reply(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(102)
+    png = io.BytesIO()
+    Image.open(PHOTOS / "square_512.jpg").save(png, "PNG")
+    msg = fake.document_message(chat, user, png.getvalue(), "holiday.png", "image/png")
+    assert image_of(fake, photo_reply(fake, msg)).size == (512, 512)
+
+
+def test_non_image_documents_get_a_clear_message(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(103)
+    pdf = fake.document_message(chat, user, b"%PDF-1.4\n" + b"x" * 500, "report.pdf", "application/pdf")
+    assert "isn't an image" in text_reply(fake, pdf)
+    fake_jpg = fake.document_message(chat, user, b"this is text, not a photo" * 10, "cat.jpg", "image/jpeg")
+    assert "not an image I can read" in text_reply(fake, fake_jpg)
+    assert not [c for c in fake.replies_to(fake_jpg) if c.method == "sendPhoto"]
+
+
+def test_album_in_album_out(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(104)
+    first = fake.photo_message(chat, user, photo("portrait_closeup.jpg"), media_group_id="album-1")
+    fake.photo_message(chat, user, photo("square_512.jpg"), media_group_id="album-1")
+    album = fake.wait_for(lambda: [c for c in fake.replies_to(first) if c.method == "sendMediaGroup"], 180)[0]
+    assert len(album.params["media"]) == 2
+    sizes = [Image.open(io.BytesIO(album.files[m["media"].removeprefix("attach://")])).size
+             for m in album.params["media"]]
+    assert sizes == [(362, 381), (512, 512)]
+    assert not fake.calls_to("sendPhoto", chat["id"])
+
+
+def test_group_photos_are_converted_only_when_asked(bot: RunningBot, fake: FakeTelegram) -> None:
+    group = group_chat(201)
+    _, user = private_chat(105)
+    unasked = fake.photo_message(group, user, photo("portrait_closeup.jpg"))
+    other_bot = fake.photo_message(group, user, photo("square_512.jpg"), caption="/anime@SomeOtherBot")
+    command = fake.text_message(group, user, "/anime@AnimeTestBot", reply_to=unasked)
+    reply = photo_reply(fake, unasked)
+    assert image_of(fake, reply).size == (362, 381)
+    assert reply.params["reply_parameters"]["message_id"] == unasked["message_id"]
+
+    captioned = fake.photo_message(group, user, photo("square_512.jpg"), caption="/anime")
+    assert image_of(fake, photo_reply(fake, captioned)).size == (512, 512)
+    time.sleep(2)  # give an unwanted reply time to show up
+    assert not fake.replies_to(other_bot)
+    sent = [c for c in fake.calls if c.method == "sendPhoto" and str(c.params["chat_id"]) == str(group["id"])]
+    assert len(sent) == 2, "only the two photos someone asked about were converted"
+    assert command  # the command message itself needs no reply of its own
+
+
+@pytest.mark.skipif(not CUTE_FILE.is_file(), reason="the AnimeGANv3 cute model is absent from ../shared/models")
+def test_style_command_changes_the_style(bot: RunningBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
+    chat, user = private_chat(106)
+    cmd = fake.text_message(chat, user, "/style")
+    menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "reply_markup" in c.params], 30)[0]
+    assert "s:cute" in buttons(menu)
+    fake.press(user, menu.result, "s:cute")
+    fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText", chat["id"]) if "Cute" in c.params["text"]], 30)
+    assert fake.calls_to("answerCallbackQuery")
+
+    data = photo("portrait_closeup.jpg")
+    reply = photo_reply(fake, fake.photo_message(chat, user, data))
+    assert any(b.startswith("f:cute:") for b in buttons(reply)) and any(b.startswith("r:hayao:") for b in buttons(reply))
+    got = np.asarray(image_of(fake, reply).convert("RGB"))
+    assert psnr(got, np.asarray(engine(data, "cute").convert("RGB"))) > 35
+    assert psnr(got, np.asarray(engine(data, "hayao").convert("RGB"))) < 30
+
+
+@pytest.mark.skipif(not CUTE_FILE.is_file(), reason="the AnimeGANv3 cute model is absent from ../shared/models")
+def test_rerender_and_full_size_buttons(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(107)
+    original = fake.photo_message(chat, user, photo("square_512.jpg"))
+    first = photo_reply(fake, original)
+    redraw = next(b for b in buttons(first) if b.startswith("r:cute:"))
+    downloads = len(fake.downloads)
+
+    fake.press(user, first.result, redraw)
+    cute = fake.wait_for(lambda: [c for c in fake.replies_to(original) if c.method == "sendPhoto"][1:], 180)[0]
+    assert any(b.startswith("f:cute:") for b in buttons(cute))
+    assert not np.array_equal(np.asarray(image_of(fake, cute)), np.asarray(image_of(fake, first)))
+
+    full = next(b for b in buttons(cute) if b.startswith("f:cute:"))
+    fake.press(user, cute.result, full)
+    doc = fake.wait_for(lambda: [c for c in fake.replies_to(original) if c.method == "sendDocument"], 60)[0]
+    assert np.array_equal(np.asarray(image_of(fake, doc, "document")), np.asarray(image_of(fake, cute)))
+
+    fake.press(user, first.result, redraw)  # again: straight from the cache, by file_id
+    again = fake.wait_for(lambda: [c for c in fake.replies_to(original) if c.method == "sendPhoto"][2:], 60)[0]
+    assert not again.files and again.params["photo"] == cute.result["photo"][-1]["file_id"]
+    assert len(fake.downloads) == downloads + 1, "only the first redraw fetched the original again"
+
+
+def test_forged_button_is_answered_as_expired(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(108)
+    fake.text_message(chat, user, "hello")
+    hint = fake.wait_for(lambda: fake.messages_to(chat["id"]), 30)[0]
+    fake.press(user, hint.result, "r:hayao:0123456789abcdef")
+    answer = fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery") if c.params.get("text")], 30)[0]
+    assert "expired" in answer.params["text"]
+
+
+def test_the_same_photo_twice_needs_no_download_and_no_upload(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(109)
+    first = fake.photo_message(chat, user, photo("portrait_closeup.jpg"))
+    sent = photo_reply(fake, first)
+    file = fake.files[first["photo"][-1]["file_id"]]
+    downloads, get_files = len(fake.downloads), len(fake.calls_to("getFile"))
+
+    t0 = time.monotonic()
+    repeat = fake.photo_message(chat, user, b"", same_file=file)
+    again = photo_reply(fake, repeat)
+    print(f"cache hit answered in {time.monotonic() - t0:.3f} s")
+    assert not again.files, "the repeat was uploaded again"
+    assert again.params["photo"] == sent.result["photo"][-1]["file_id"]
+    assert (len(fake.downloads), len(fake.calls_to("getFile"))) == (downloads, get_files)
+    assert not [c for c in fake.replies_to(repeat) if c.method == "sendMessage"], "a cache hit needs no status"
+
+
+def test_chinese_users_are_answered_in_chinese_and_lang_overrides(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(110, lang="zh-hans")
+    fake.text_message(chat, user, "/start")
+    assert "动漫" in fake.wait_for(lambda: fake.messages_to(chat["id"]), 30)[0].params["text"]
+    fake.text_message(chat, user, "/lang")
+    menu = fake.wait_for(lambda: fake.messages_to(chat["id"])[1:], 30)[0]
+    fake.press(user, menu.result, "l:en")
+    fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText", chat["id"]) if "English" in c.params["text"]])
+    fake.text_message(chat, user, "/start")
+    assert "anime" in fake.wait_for(lambda: fake.messages_to(chat["id"])[2:], 30)[0].params["text"]
+
+
+def test_commands_are_registered(bot: RunningBot, fake: FakeTelegram) -> None:
+    names = {c["command"] for call in fake.calls_to("setMyCommands") for c in call.params["commands"]}
+    assert {"start", "help", "style", "lang", "about", "anime"} <= names
+
+
+def test_a_killed_worker_is_replaced_and_its_user_answered(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(111)
+    before = bot.worker_pids()
+    msg = fake.photo_message(chat, user, photo("large_1365x2048.jpg"))
+    fake.wait_for(lambda: fake.calls_to("sendChatAction", chat["id"]), 60)  # a worker has the job
+    for pid in before.values():
+        os.kill(pid, signal.SIGKILL)
+    assert "Sorry" in text_reply(fake, msg, timeout=120)
+    assert not [c for c in fake.replies_to(msg) if c.method == "sendPhoto"]
+
+    fresh = io.BytesIO()  # a photo the cache has never seen, so a worker must draw it
+    Image.open(PHOTOS / "square_512.jpg").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(fresh, "JPEG")
+    retry = fake.photo_message(chat, user, fresh.getvalue())
+    assert image_of(fake, photo_reply(fake, retry)).size == (512, 512)
+    after = bot.worker_pids()
+    assert len(after) == len(before) and set(after.values()) != set(before.values())

@@ -1,0 +1,92 @@
+"""The bot's small pure parts: configuration, log redaction, buttons, commands, languages."""
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, load_config
+from bot.handlers import anime_command
+from bot.i18n import TEXTS, error_text, pick_lang, t
+from bot.keyboards import parse, result_keyboard
+from bot.logs import RedactingFormatter
+from bot.styles import Styles
+from inference.pipeline import ConvertSettings
+from weights.registry import builtin_entries
+
+TOKEN = "987654:SECRET-token_value"
+
+
+def test_config_needs_a_token_and_reads_everything_else(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
+        load_config({}, dotenv=None)
+    cfg = load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_HOME": str(tmp_path), "ANIMEBOT_WORKERS": "3",
+                       "ANIMEBOT_ADMINS": "1, 2", "TELEGRAM_API_BASE_URL": "http://127.0.0.1:9/bot"}, dotenv=None)
+    assert (cfg.workers, cfg.admins, cfg.home, cfg.base_url) == (3, {1, 2}, tmp_path, "http://127.0.0.1:9/bot")
+    assert TOKEN not in repr(cfg) and TOKEN not in str(cfg)
+    with pytest.raises(ConfigError, match="ANIMEBOT_WORKERS must be a whole number"):
+        load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_WORKERS": "two"}, dotenv=None)
+    with pytest.raises(ConfigError, match="ANIMEBOT_QUEUE_SIZE must be between"):
+        load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_QUEUE_SIZE": "0"}, dotenv=None)
+
+
+def test_dotenv_fills_gaps_but_the_environment_wins(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"TELEGRAM_BOT_TOKEN={TOKEN}\nANIMEBOT_MAX_SIDE=512\nANIMEBOT_WORKERS=4\n")
+    cfg = load_config({"ANIMEBOT_WORKERS": "1"}, dotenv=env_file)
+    assert (cfg.token, cfg.max_side, cfg.workers) == (TOKEN, 512, 1)
+
+
+def test_run_without_a_token_exits_with_one_line(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "ANIMEBOT_HOME": str(tmp_path)}
+    env["PYTHONPATH"] = str(Path(__file__).parents[1])
+    done = subprocess.run([sys.executable, "-m", "bot", "run"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "animebot: TELEGRAM_BOT_TOKEN is not set; get one from @BotFather and put it in the environment or .env"]
+
+
+def test_the_token_never_reaches_a_log_line_even_in_a_traceback() -> None:
+    formatter = RedactingFormatter("%(message)s", [TOKEN])
+    try:
+        raise RuntimeError(f"POST https://api.telegram.org/bot{TOKEN}/getUpdates failed")
+    except RuntimeError:
+        record = logging.LogRecord("httpx", logging.ERROR, __file__, 1, "HTTP Request: %s", (f"/bot{TOKEN}/x",),
+                                   sys.exc_info())
+    text = formatter.format(record)
+    assert TOKEN not in text and text.count("<token>") == 2
+
+
+def test_buttons_round_trip_and_forged_data_is_refused() -> None:
+    styles = Styles(tuple(e for e in builtin_entries() if e.kind == "style"), "hayao", ConvertSettings())
+    markup = result_keyboard(styles, "hayao", "ab" * 32, "en")
+    datas = [b.callback_data for row in markup.inline_keyboard for b in row]
+    assert all(len(d.encode()) <= 64 for d in datas)
+    assert "f:hayao:" + "ab" * 8 in datas and not any(d.startswith("r:hayao:") for d in datas)
+    parsed = parse(datas[0])
+    assert parsed is not None and parsed.action == "r" and parsed.sha_prefix == "ab" * 8
+    for forged in (None, "", "x", "r:hayao", "r:hayao:short", "f::" + "a" * 16 + ":x", "q:1", "s:", "r" * 65):
+        assert parse(forged) is None, forged
+
+
+def test_anime_command_is_ours_only_when_addressed_to_us() -> None:
+    assert anime_command("/anime", "AnimeBot") == (True, None)
+    assert anime_command("/anime cute", "AnimeBot") == (True, "cute")
+    assert anime_command("/anime@animebot hayao", "AnimeBot") == (True, "hayao")
+    assert anime_command("/anime@OtherBot", "AnimeBot") == (False, None)
+    assert anime_command("/animes", "AnimeBot") == (False, None)
+    assert anime_command("nice /anime", "AnimeBot") == (False, None)
+    assert anime_command(None, "AnimeBot") == (False, None)
+
+
+def test_languages_are_complete_and_picked_sensibly() -> None:
+    assert TEXTS["en"].keys() == TEXTS["zh"].keys()
+    assert pick_lang(None, "zh-hans") == "zh" and pick_lang(None, "de") == "en" and pick_lang("en", "zh") == "en"
+    assert "20:1" in t("en", "aspect") and "20:1" in t("zh", "aspect")
+    assert error_text("en", "too_small", "This image is too small (10×10).") == "This image is too small (10×10)."
+    assert error_text("zh", "too_small", "This image is too small (10×10).") == t("zh", "too_small")
+    assert error_text("en", "internal", "RuntimeError: tensor size mismatch") == t("en", "internal")
