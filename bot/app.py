@@ -18,6 +18,8 @@ from telegram.ext import (
     filters,
 )
 
+from telegram.error import TelegramError
+
 from bot import handlers
 from bot.config import Config
 from bot.jobs import JobRunner
@@ -85,7 +87,8 @@ def build_application(cfg: Config) -> Application:
     app.add_handler(CommandHandler("about", handlers.about))
     app.add_handler(CommandHandler("style", handlers.style_command))
     app.add_handler(CommandHandler("lang", handlers.lang_command))
-    app.add_handler(CommandHandler("anime", handlers.anime))
+    # /anime by its text, not only as a bot_command entity, with our own @name check
+    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(handlers.ANIME_COMMAND), handlers.anime))
     app.add_handler(MessageHandler(private & images, handlers.private_media))
     app.add_handler(MessageHandler(groups & images, handlers.group_media))
     app.add_handler(CallbackQueryHandler(handlers.button))
@@ -96,12 +99,18 @@ def build_application(cfg: Config) -> Application:
 
 
 async def _register_commands(app: Application) -> None:
-    """Menus for private chats and groups; English is the default, Chinese for zh clients."""
-    for lang, code in (("en", None), ("zh", "zh")):
-        await app.bot.set_my_commands([BotCommand(c, d) for c, d in PRIVATE_COMMANDS[lang]],
-                                      scope=BotCommandScopeAllPrivateChats(), language_code=code)
-        await app.bot.set_my_commands([BotCommand(c, d) for c, d in GROUP_COMMANDS[lang]],
-                                      scope=BotCommandScopeAllGroupChats(), language_code=code)
+    """Menus for private chats and groups; English is the default, Chinese for zh clients.
+
+    A menu is a convenience: if Telegram refuses it, the bot still serves.
+    """
+    try:
+        for lang, code in (("en", None), ("zh", "zh")):
+            await app.bot.set_my_commands([BotCommand(c, d) for c, d in PRIVATE_COMMANDS[lang]],
+                                          scope=BotCommandScopeAllPrivateChats(), language_code=code)
+            await app.bot.set_my_commands([BotCommand(c, d) for c, d in GROUP_COMMANDS[lang]],
+                                          scope=BotCommandScopeAllGroupChats(), language_code=code)
+    except TelegramError as exc:
+        log.warning("could not register the command menus: %s: %s", exc.__class__.__name__, exc.message)
 
 
 def run(cfg: Config) -> None:

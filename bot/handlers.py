@@ -57,12 +57,20 @@ async def user_style(st: BotState, user: User | None) -> str:
 
 
 def source_of(message: Message) -> Source | None:
-    """The image a message carries: its largest photo size, or an image document."""
+    """The image a message carries: its largest photo size, or a document that may be an image.
+
+    A document is refused here only when it says it is something else (a
+    PDF, a video); one that names no type is fetched and decoding decides.
+    """
     if message.photo:
         p = message.photo[-1]
         return Source(p.file_id, p.file_unique_id, p.file_size)
     doc = message.document
-    if doc and ((doc.mime_type or "").startswith("image/") or (doc.file_name or "").lower().endswith(IMAGE_SUFFIXES)):
+    if doc is None:
+        return None
+    mime = doc.mime_type or "application/octet-stream"
+    if mime.startswith("image/") or mime == "application/octet-stream" or \
+            (doc.file_name or "").lower().endswith(IMAGE_SUFFIXES):
         return Source(doc.file_id, doc.file_unique_id, doc.file_size)
     return None
 
@@ -114,13 +122,16 @@ async def anime(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """``/anime [style]`` as a reply to a photo, in a group or a private chat."""
     st = state(context)
     message = update.effective_message
+    asked, style_arg = anime_command(message.text, context.bot.username)
+    if not asked:
+        return  # /anime@SomeOtherBot
     target = message.reply_to_message
     src = source_of(target) if target else None
     lang = await user_lang(st, update.effective_user)
     if src is None:
         await message.reply_text(t(lang, "anime_needs_photo"), do_quote=True)
         return
-    await convert(update, context, [src], target.message_id, context.args[0] if context.args else None)
+    await convert(update, context, [src], target.message_id, style_arg)
 
 
 async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -253,3 +253,16 @@ def test_a_killed_worker_is_replaced_and_its_user_answered(bot: RunningBot, fake
     assert image_of(fake, photo_reply(fake, retry)).size == (512, 512)
     after = bot.worker_pids()
     assert len(after) == len(before) and set(after.values()) != set(before.values())
+
+
+def test_group_command_mistakes_get_a_short_explanation(bot: RunningBot, fake: FakeTelegram) -> None:
+    group = group_chat(202)
+    _, user = private_chat(112)
+    lone = fake.text_message(group, user, "/anime")
+    assert "Reply /anime to a photo" in text_reply(fake, lone)
+    pic = fake.photo_message(group, user, photo("portrait_closeup.jpg"))
+    wrong = fake.text_message(group, user, "/anime vangogh", reply_to=pic)
+    assert "vangogh" in text_reply(fake, wrong) and "hayao" in text_reply(fake, wrong)
+    about = fake.text_message(group, user, "/about")
+    assert "non-commercial" in fake.wait_for(lambda: fake.messages_to(group["id"])[2:], 30)[0].params["text"]
+    assert about and not [c for c in fake.calls_to("getFile") if c.params["file_id"] == pic["photo"][-1]["file_id"]]
