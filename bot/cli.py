@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from inference.errors import AnimebotError
-from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
+from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
 from weights.store import ModelStore, WeightsError, data_home
 
 
@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--quality", type=int, default=92, help="JPEG quality, 1-95")
     c.add_argument("--backend", choices=("torchscript", "eager"), default="torchscript")
     c.add_argument("--threads", type=int, help="CPU threads for the model (default: all cores)")
+    c.add_argument("--faces", action=argparse.BooleanOptionalAction, default=True,
+                   help="draw each face again at 512 px and blend it in (default: on)")
+    c.add_argument("--strength", type=int, default=100, help="how much of the style, 0-100 (default 100)")
+    c.add_argument("--keep-colours", "--keep-colors", action="store_true",
+                   help="keep the photo's colours; take only the anime lightness and lines")
     c.add_argument("--json", action="store_true", help="print one JSON object per image")
     c.set_defaults(handler=_convert)
     return p
@@ -131,16 +136,20 @@ def _convert(args: argparse.Namespace) -> int:
         raise AnimebotError("--quality must be between 1 and 95")
     if args.max_side < 64:
         raise AnimebotError("--max-side must be at least 64")
+    if not 0 <= args.strength <= 100:
+        raise AnimebotError("--strength must be between 0 and 100")
     fmt = args.format or (_format_of(args.output) if args.output else "jpg")
     store = _store()
     style = args.style or _default_style(store)
     model = load_stylizer(store, style, args.backend, args.threads)
-    settings = ConvertSettings(max_side=args.max_side, fmt=fmt, jpeg_quality=args.quality)
+    face_tools = _face_tools(store, style, args) if args.faces else None
+    settings = ConvertSettings(max_side=args.max_side, fmt=fmt, jpeg_quality=args.quality, faces=args.faces,
+                               strength=args.strength, keep_colours=args.keep_colours)
     failed = 0
     for src in args.inputs:
         dest = args.output or (args.out_dir or Path(".")) / f"{src.stem}.{style}.{fmt}"
         try:
-            result = convert_bytes(_read(src), model, settings)
+            result = convert_bytes(_read(src), model, settings, face_tools)
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(result.data)
         except AnimebotError as exc:
@@ -162,6 +171,7 @@ def _convert(args: argparse.Namespace) -> int:
                         "style": result.style,
                         "backend": result.backend,
                         **{k: round(v, 4) for k, v in result.timings.items()},
+                        **({"faces": result.faces} if args.faces else {}),
                     }
                 )
             )
@@ -170,6 +180,17 @@ def _convert(args: argparse.Namespace) -> int:
             total = sum(result.timings.values())
             print(f"{src} -> {dest} ({w}x{h}, {result.style}, {result.backend}, {total:.1f} s)")
     return 1 if failed else 0
+
+
+def _face_tools(store: ModelStore, style: str, args: argparse.Namespace) -> FaceTools | None:
+    """The face pass's models, or None after one line saying why the photo is drawn without it."""
+    from inference.engine import load_face_tools
+
+    try:
+        return load_face_tools(store, style, args.backend, args.threads)
+    except AnimebotError as exc:
+        print(f"animebot: {exc.message}; drawing without the face pass", file=sys.stderr)
+        return None
 
 
 def _format_of(path: Path) -> str:

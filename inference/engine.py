@@ -12,7 +12,9 @@ import torch
 
 from inference.backends import OnnxStylizer, Stylizer, TorchStylizer
 from inference.errors import ModelError
+from inference.faces import FaceDetector
 from inference.generator import Generator, GeneratorWidths
+from inference.pipeline import FaceTools
 from inference.tflite_import import load_tflite_generator
 from inference.torchscript import load_or_export
 from weights.hashing import file_digests
@@ -53,6 +55,19 @@ def load_stylizer(store: ModelStore, style: str, backend: Backend = "torchscript
         return TorchStylizer(entry.name, "eager", net)
     digest = entry.sha256 or entry.git_sha1 or file_digests(path)[0]
     return TorchStylizer(entry.name, "torchscript", load_or_export(net, digest, store.cache_dir))
+
+
+FACE_STYLE = "face_paint_512_v2"  # trained on aligned 512 px faces; used for faces when installed
+DETECTOR = "det_500m"
+
+
+def load_face_tools(store: ModelStore, style: str, backend: Backend = "torchscript",
+                    threads: int | None = None) -> FaceTools:
+    """The detector and the face model for ``style``; ModelError or WeightsError says what is missing."""
+    entry = store.entry(DETECTOR)
+    detector = FaceDetector(store.path(entry), threads)
+    face_style = FACE_STYLE if store.is_installed(store.entry(FACE_STYLE)) else style
+    return FaceTools(detector, load_stylizer(store, face_style, backend, threads))
 
 
 def _onnx_session(path: Path, threads: int | None) -> object:
