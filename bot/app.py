@@ -33,14 +33,16 @@ from weights.store import ModelStore
 log = logging.getLogger("animebot")
 
 PRIVATE_COMMANDS = {
-    "en": [("start", "what this bot does"), ("style", "choose your anime style"), ("lang", "language"),
+    "en": [("start", "what this bot does"), ("style", "choose your anime style"),
+           ("settings", "faces, strength, keep colours"), ("lang", "language"),
            ("help", "how to use it"), ("about", "credits and model licences")],
-    "zh": [("start", "这个机器人能做什么"), ("style", "选择动漫画风"), ("lang", "语言"),
-           ("help", "使用方法"), ("about", "致谢与模型许可")],
+    "zh": [("start", "这个机器人能做什么"), ("style", "选择动漫画风"), ("settings", "人脸、强度、保留颜色"),
+           ("lang", "语言"), ("help", "使用方法"), ("about", "致谢与模型许可")],
 }
 GROUP_COMMANDS = {
-    "en": [("anime", "reply to a photo to draw it as anime"), ("help", "how to use it")],
-    "zh": [("anime", "回复一张照片，把它画成动漫"), ("help", "使用方法")],
+    "en": [("anime", "reply to a photo to draw it as anime"), ("settings", "how this group's photos are drawn"),
+           ("help", "how to use it")],
+    "zh": [("anime", "回复一张照片，把它画成动漫"), ("settings", "本群照片的绘制设置"), ("help", "使用方法")],
 }
 
 
@@ -52,7 +54,7 @@ def build_application(cfg: Config) -> Application:
     async def startup(app: Application) -> None:
         cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
         pool = WorkerPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
-                          cfg.workers, cfg.queue_size, cfg.job_timeout_s, settings)
+                          cfg.workers, cfg.queue_size, cfg.job_timeout_s)
         app.bot_data["pool"] = pool
         app.bot_data["cache"] = cache
         await pool.start()
@@ -87,6 +89,7 @@ def build_application(cfg: Config) -> Application:
     app.add_handler(CommandHandler("about", handlers.about))
     app.add_handler(CommandHandler("style", handlers.style_command))
     app.add_handler(CommandHandler("lang", handlers.lang_command))
+    app.add_handler(CommandHandler("settings", handlers.settings_command))
     # /anime by its text, not only as a bot_command entity, with our own @name check
     app.add_handler(MessageHandler(filters.TEXT & filters.Regex(handlers.ANIME_COMMAND), handlers.anime))
     app.add_handler(MessageHandler(private & images, handlers.private_media))

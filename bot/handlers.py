@@ -18,6 +18,7 @@ from bot.albums import AlbumCollector
 from bot.i18n import LANGS, pick_lang, t
 from bot.jobs import JobRunner, Request, Source
 from bot.styles import Styles
+from inference.pipeline import ConvertSettings
 from storage.cache import Cache
 
 log = logging.getLogger("animebot.handlers")
@@ -54,6 +55,11 @@ async def user_lang(st: BotState, user: User | None) -> str:
 async def user_style(st: BotState, user: User | None) -> str:
     chosen = (await st.cache.user_prefs(user.id))[0] if user else None
     return st.styles.resolve(chosen) or st.styles.default
+
+
+async def chat_settings(st: BotState, chat_id: int) -> ConvertSettings:
+    """How photos are drawn in this chat (a private chat's id is its user's)."""
+    return st.styles.settings_for(await st.cache.render_prefs(chat_id))
 
 
 def source_of(message: Message) -> Source | None:
@@ -116,6 +122,14 @@ async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     st = state(context)
     lang = await user_lang(st, update.effective_user)
     await update.effective_message.reply_text(t(lang, "lang_prompt"), reply_markup=keyboards.lang_keyboard())
+
+
+async def settings_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    st = state(context)
+    lang = await user_lang(st, update.effective_user)
+    current = await chat_settings(st, update.effective_chat.id)
+    await update.effective_message.reply_text(keyboards.settings_text(current, lang),
+                                              reply_markup=keyboards.settings_keyboard(current, lang))
 
 
 async def anime(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -193,6 +207,7 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
         await st.runner.run(Request(
             job_id=f"album-{first.media_group_id}", chat_id=first.chat_id, user_id=user.id if user else 0,
             reply_to=first.message_id, lang=lang, style=style, sources=tuple(sources),
+            settings=await chat_settings(st, first.chat_id),
         ))
 
 
@@ -206,9 +221,11 @@ async def convert(update: Update, context: ContextTypes.DEFAULT_TYPE, sources: l
         await update.effective_message.reply_text(
             t(lang, "unknown_style", style=style_arg, styles=", ".join(st.styles.names)), do_quote=True)
         return
+    chat_id = update.effective_chat.id
     await st.runner.run(Request(
-        job_id=str(update.update_id), chat_id=update.effective_chat.id, user_id=user.id if user else 0,
+        job_id=str(update.update_id), chat_id=chat_id, user_id=user.id if user else 0,
         reply_to=reply_to, lang=lang, style=style, sources=tuple(sources),
+        settings=await chat_settings(st, chat_id),
     ))
 
 
@@ -225,6 +242,14 @@ async def button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await query.answer()
         await st.cache.set_user_lang(user.id, b.value)
         await query.edit_message_text(t(b.value, "lang_set"))
+        return
+    if b is not None and b.action == "o" and query.message is not None:
+        await query.answer()
+        chat_id = query.message.chat.id
+        await st.cache.set_render_pref(chat_id, b.value, int(b.sha_prefix))
+        current = await chat_settings(st, chat_id)
+        await query.edit_message_text(keyboards.settings_text(current, lang),
+                                      reply_markup=keyboards.settings_keyboard(current, lang))
         return
     style = st.styles.resolve(b.value) if b is not None and b.action in "srf" else None
     if style is not None and b.action == "s":
@@ -243,7 +268,8 @@ async def button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await st.runner.run(Request(
         job_id=str(update.update_id), chat_id=message.chat.id, user_id=user.id,
         reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
-        sources=(Source(file_id, sha256=sha),), as_document=b.action == "f",
+        sources=(Source(file_id, sha256=sha),), settings=await chat_settings(st, message.chat.id),
+        as_document=b.action == "f",
     ))
 
 

@@ -25,6 +25,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "• Buttons under a result: redraw in another style, or get the full-size file "
             "(Telegram recompresses photos; the file is exactly what I drew).\n"
             "• In groups: reply /anime to a photo (optionally /anime STYLE), or caption a photo /anime.\n"
+            "• /settings: faces at full detail, strength, keep the photo's colours.\n"
             "• /lang: language. /about: credits and licences.\n\n"
             "Repeats are instant: I remember what I've drawn."
         ),
@@ -50,6 +51,16 @@ TEXTS: dict[str, dict[str, str]] = {
         "text_hint": "Send me a photo and I'll draw it as anime. /help for more.",
         "unknown_command": "I don't know that command. /help lists what I can do.",
         "full_size": "📄 Full size",
+        "settings": (
+            "Drawing settings for this chat:\n"
+            "• Faces drawn again at full detail: {faces}\n"
+            "• Strength of the style: {strength}%\n"
+            "• Keep the photo's colours: {keep}"
+        ),
+        "on": "on",
+        "off": "off",
+        "button_faces": "🙂 Faces: {state}",
+        "button_keep": "🎨 Keep colours: {state}",
         "caption_style": "{style}",
         "empty": "The file is empty.",
         "not_image": "This file is not an image I can read (try JPEG, PNG or WebP).",
@@ -73,6 +84,7 @@ TEXTS: dict[str, dict[str, str]] = {
             "• /style：选择默认画风（{styles}）。\n"
             "• 结果下方的按钮：换画风重画，或获取原尺寸文件（Telegram 会压缩照片，文件是原样的结果）。\n"
             "• 群组中：用 /anime 回复照片（可加画风，如 /anime STYLE），或给照片加说明 /anime。\n"
+            "• /settings：人脸精细重绘、画风强度、保留照片颜色。\n"
             "• /lang：语言。/about：致谢与许可。\n\n"
             "重复的照片会立刻回复：画过的我都记得。"
         ),
@@ -98,6 +110,16 @@ TEXTS: dict[str, dict[str, str]] = {
         "text_hint": "发给我一张照片，我会把它画成动漫。/help 查看更多。",
         "unknown_command": "我不认识这个命令。/help 列出了我能做的事。",
         "full_size": "📄 原尺寸文件",
+        "settings": (
+            "本聊天的绘制设置：\n"
+            "• 人脸精细重绘：{faces}\n"
+            "• 画风强度：{strength}%\n"
+            "• 保留照片颜色：{keep}"
+        ),
+        "on": "开",
+        "off": "关",
+        "button_faces": "🙂 人脸：{state}",
+        "button_keep": "🎨 保留颜色：{state}",
         "caption_style": "{style}",
         "empty": "文件是空的。",
         "not_image": "这个文件不是我能读取的图片（请用 JPEG、PNG 或 WebP）。",

@@ -24,6 +24,7 @@ from bot.keyboards import result_keyboard
 from bot.pool import PoolBusy, Task, WorkerPool
 from bot.styles import Styles
 from inference.errors import AnimebotError
+from inference.pipeline import ConvertSettings
 from storage.cache import Cache, CachedResult, result_key
 
 log = logging.getLogger("animebot.jobs")
@@ -51,6 +52,7 @@ class Request:
     lang: str
     style: str
     sources: tuple[Source, ...]
+    settings: ConvertSettings
     as_document: bool = False
 
 
@@ -128,7 +130,7 @@ class JobRunner:
     async def _result(self, req: Request, src: Source, status: "_Status") -> tuple[str, CachedResult, bool]:
         """(content sha256, cached result, whether it was already cached) for one source."""
         sha = src.sha256 or (await self.cache.content_of(src.file_unique_id) if src.file_unique_id else None)
-        version = self.styles.version(req.style)
+        version = self.styles.version(req.style, req.settings)
         if sha and (hit := await self.cache.get(result_key(sha, req.style, version))):
             await self.cache.bump("cache_hits")
             return sha, hit, True
@@ -143,7 +145,7 @@ class JobRunner:
             await self.cache.bump("cache_hits")
             return sha, hit, True
         try:
-            task = self.pool.submit(req.job_id, data, req.style)
+            task = self.pool.submit(req.job_id, data, req.style, req.settings)
         except PoolBusy:
             raise Failed("busy") from None
         status.add(task)
@@ -156,8 +158,10 @@ class JobRunner:
         stored = await self.cache.put(key, sha, req.style, converted.data, w, h)
         await self.cache.bump("converted")
         await self.cache.count_photo(req.user_id)
-        log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, model %.2f s", req.job_id, req.style,
-                 *converted.input_size, w, h, task.waited_s, converted.timings["model_s"])
+        passes = sum(1 for f in converted.faces if f["pass"])
+        log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, model %.2f s, %d face pass(es) %.2f s", req.job_id,
+                 req.style, *converted.input_size, w, h, task.waited_s, converted.timings["model_s"], passes,
+                 converted.timings.get("faces_s", 0.0))
         return sha, stored, False
 
     async def _download(self, src: Source) -> bytes:

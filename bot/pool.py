@@ -46,6 +46,7 @@ class Task:
     job_id: str
     data: bytes
     style: str
+    settings: ConvertSettings
     position: int
     started: asyncio.Event = field(default_factory=asyncio.Event)
     result: asyncio.Future[Converted] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
@@ -62,13 +63,11 @@ class _Worker:
 class WorkerPool:
     """``await pool.start()``, then ``pool.submit(...)`` and ``await task.result``."""
 
-    def __init__(self, spec: WorkerSpec, size: int, queue_size: int, timeout_s: float,
-                 settings: ConvertSettings) -> None:
+    def __init__(self, spec: WorkerSpec, size: int, queue_size: int, timeout_s: float) -> None:
         self.spec = spec
         self.size = size
         self.queue_size = queue_size
         self.timeout_s = timeout_s
-        self.settings = settings
         self._ctx = mp.get_context("spawn")
         self._queue: asyncio.Queue[Task] = asyncio.Queue()
         self._workers: list[_Worker | None] = [None] * size
@@ -98,12 +97,12 @@ class WorkerPool:
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w is not None and w.process.pid is not None]
 
-    def submit(self, job_id: str, data: bytes, style: str) -> Task:
+    def submit(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
         """Queue a conversion, or raise :class:`PoolBusy` when the queue is full."""
         if self._queue.qsize() >= self.queue_size:
             raise PoolBusy("the queue is full")
         idle = self.size - self._busy
-        task = Task(job_id, data, style, position=max(0, self._queue.qsize() - idle) + 1)
+        task = Task(job_id, data, style, settings, position=max(0, self._queue.qsize() - idle) + 1)
         self._queue.put_nowait(task)
         return task
 
@@ -133,7 +132,7 @@ class WorkerPool:
             self._busy += 1
             task.waited_s = time.monotonic() - task.queued_at
             task.started.set()
-            order = WorkOrder(task.job_id, task.data, task.style, self.settings)
+            order = WorkOrder(task.job_id, task.data, task.style, task.settings)
             try:
                 reply = await asyncio.wait_for(
                     loop.run_in_executor(self._threads, _exchange, worker.conn, order), self.timeout_s
@@ -182,7 +181,8 @@ class WorkerPool:
         if ready[0] != "ready":
             process.join(STOP_TIMEOUT_S)
             raise AnimebotError(f"worker {slot} could not load its model: {ready[1]}", code="worker_start")
-        log.info("worker %d ready (pid %s, %d thread(s), %s)", slot, ready[1], self.spec.threads, self.spec.backend)
+        log.info("worker %d ready (pid %s, %d thread(s), %s, face pass %s)", slot, ready[1], self.spec.threads,
+                 self.spec.backend, ready[2])
         return _Worker(process, parent)
 
     @staticmethod

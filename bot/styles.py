@@ -7,7 +7,7 @@ format and quality), so changing any of them never serves a stale result.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inference.pipeline import ConvertSettings
 from weights.registry import ModelEntry
@@ -47,8 +47,17 @@ class Styles:
         wanted = name.strip().lower()
         return next((n for n in self.names if n.lower() == wanted), None)
 
-    def version(self, name: str) -> str:
+    def settings_for(self, prefs: dict[str, int]) -> ConvertSettings:
+        """The bot's settings with a user's or group's /settings choices applied."""
+        return replace(
+            self.settings,
+            faces=bool(prefs.get("faces", self.settings.faces)),
+            strength=int(prefs.get("strength", self.settings.strength)),
+            keep_colours=bool(prefs.get("keep_colours", self.settings.keep_colours)),
+        )
+
+    def version(self, name: str, s: ConvertSettings) -> str:
         entry = next(e for e in self.entries if e.name == name)
         model = (entry.sha256 or entry.git_sha1 or "local")[:12]
-        s = self.settings
-        return f"r{PIPELINE_REVISION}-{model}-{s.max_side}-{s.fmt}{s.jpeg_quality}"
+        options = f"f{int(s.faces)}s{s.strength}k{int(s.keep_colours)}"
+        return f"r{PIPELINE_REVISION}-{model}-{s.max_side}-{s.fmt}{s.jpeg_quality}-{options}"

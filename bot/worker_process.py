@@ -53,25 +53,38 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
 
-    from inference.engine import load_stylizer
-    from inference.pipeline import convert_bytes
+    from inference.engine import load_face_tools, load_stylizer
+    from inference.pipeline import FaceTools, convert_bytes
     from weights.store import ModelStore
 
     torch.set_num_threads(spec.threads)
     store = ModelStore(spec.home)
     models: dict[str, Stylizer] = {}
+    face_tools: dict[str, FaceTools | None] = {}
+    face_problem = ""
 
     def model(style: str) -> Stylizer:
         if style not in models:
             models[style] = load_stylizer(store, style, spec.backend, spec.threads)  # type: ignore[arg-type]
         return models[style]
 
+    def faces(style: str) -> FaceTools | None:
+        """The face pass for ``style``; None (the whole-image pass only) if its models do not load."""
+        nonlocal face_problem
+        if style not in face_tools:
+            try:
+                face_tools[style] = load_face_tools(store, style, spec.backend, spec.threads)  # type: ignore[arg-type]
+            except AnimebotError as exc:
+                face_tools[style], face_problem = None, exc.message
+        return face_tools[style]
+
     try:
         model(spec.preload)
     except AnimebotError as exc:
         conn.send(("failed", exc.message))
         return
-    conn.send(("ready", os.getpid()))
+    faces(spec.preload)
+    conn.send(("ready", os.getpid(), f"off: {face_problem}" if face_problem else "on"))
     while True:
         try:
             order: WorkOrder | None = conn.recv()
@@ -81,7 +94,8 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
             return
         reply: Converted | WorkFailed
         try:
-            reply = convert_bytes(order.data, model(order.style), order.settings)
+            tools = faces(order.style) if order.settings.faces else None
+            reply = convert_bytes(order.data, model(order.style), order.settings, tools)
         except AnimebotError as exc:
             reply = WorkFailed(order.job_id, exc.code, exc.message)
         except Exception as exc:  # a bug or a torch failure: report it, keep serving

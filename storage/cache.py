@@ -46,6 +46,12 @@ CREATE TABLE IF NOT EXISTS users (
     lang TEXT,
     photos INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS render_prefs (
+    owner_id INTEGER PRIMARY KEY,  -- a user (private chats) or a group chat (negative id)
+    faces INTEGER,
+    strength INTEGER,
+    keep_colours INTEGER
+);
 CREATE TABLE IF NOT EXISTS stats (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
@@ -213,6 +219,25 @@ class Cache:
         await self._db.execute(
             "INSERT INTO users (user_id, lang) VALUES (?, ?) ON CONFLICT(user_id) DO UPDATE SET lang = excluded.lang",
             (user_id, lang),
+        )
+        await self._db.commit()
+
+    async def render_prefs(self, owner_id: int) -> dict[str, int]:
+        """The drawing options a user or group set with /settings; absent ones are not in the dict."""
+        async with self._db.execute(
+            "SELECT faces, strength, keep_colours FROM render_prefs WHERE owner_id = ?", (owner_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        names = ("faces", "strength", "keep_colours")
+        return {n: int(v) for n, v in zip(names, row) if v is not None} if row else {}
+
+    async def set_render_pref(self, owner_id: int, name: str, value: int) -> None:
+        if name not in ("faces", "strength", "keep_colours"):
+            raise ValueError(f"unknown option {name!r}")
+        await self._db.execute(
+            f"INSERT INTO render_prefs (owner_id, {name}) VALUES (?, ?)"
+            f" ON CONFLICT(owner_id) DO UPDATE SET {name} = excluded.{name}",
+            (owner_id, value),
         )
         await self._db.commit()
 

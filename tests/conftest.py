@@ -18,6 +18,7 @@ MODELS = SHARED / "models"
 PHOTOS = SHARED / "photos"
 HAYAO_FILE = MODELS / "animeganv2_hayao_256x256_integer_quant.tflite"
 CUTE_FILE = MODELS / "AnimeGANv3_tiny_Cute.onnx"
+DET_FILE = MODELS / "det_500m.onnx"
 
 TINY_WIDTHS = GeneratorWidths(
     a=(4, 8, 8), b=(8, 8), c_in=8, res=8, hidden=(8, 8, 8, 8), c_out=8, d=(8, 8), e=(8, 8, 4)
@@ -49,11 +50,12 @@ def photos() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def real_store(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> ModelStore:
-    """A data dir with the Hayao model imported, shared by the tests that only read it."""
+    """A data dir with Hayao (and the cute style and face detector, when present), shared by readers."""
     store = ModelStore(tmp_path_factory.mktemp("home"))
     store.import_file(hayao_file)
-    if CUTE_FILE.is_file():
-        store.import_file(CUTE_FILE)
+    for optional in (CUTE_FILE, DET_FILE):
+        if optional.is_file():
+            store.import_file(optional)
     return store
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from inference.engine import load_stylizer
+from inference.engine import load_face_tools, load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size
 from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
 from tests.conftest import CUTE_FILE, PHOTOS, psnr
@@ -78,10 +78,12 @@ def engine(real_store: ModelStore):  # type: ignore[no-untyped-def]
     """What ``animebot convert`` makes with the defaults, for comparing the bot's replies."""
     models: dict[str, Any] = {}
 
-    def convert(data: bytes, style: str = "hayao") -> Image.Image:
+    def convert(data: bytes, style: str = "hayao", **options: Any) -> Image.Image:
         if style not in models:
-            models[style] = load_stylizer(real_store, style, "torchscript")
-        return Image.open(io.BytesIO(convert_bytes(data, models[style], ConvertSettings()).data))
+            tools = load_face_tools(real_store, style) if real_store.is_installed(real_store.entry("det_500m")) else None
+            models[style] = (load_stylizer(real_store, style, "torchscript"), tools)
+        model, tools = models[style]
+        return Image.open(io.BytesIO(convert_bytes(data, model, ConvertSettings(**options), tools).data))
 
     return convert
 
@@ -266,3 +268,20 @@ def test_group_command_mistakes_get_a_short_explanation(bot: RunningBot, fake: F
     about = fake.text_message(group, user, "/about")
     assert "non-commercial" in fake.wait_for(lambda: fake.messages_to(group["id"])[2:], 30)[0].params["text"]
     assert about and not [c for c in fake.calls_to("getFile") if c.params["file_id"] == pic["photo"][-1]["file_id"]]
+
+
+def test_settings_switch_faces_off_and_set_strength_for_this_chat(bot: RunningBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
+    chat, user = private_chat(113)
+    fake.text_message(chat, user, "/settings")
+    menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "reply_markup" in c.params], 30)[0]
+    assert "Faces drawn again at full detail: on" in menu.params["text"]
+    assert {"o:faces:0", "o:strength:50", "o:keep_colours:1"} <= set(buttons(menu))
+    fake.press(user, menu.result, "o:faces:0")
+    fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText", chat["id"]) if ": off" in c.params["text"]], 30)
+    fake.press(user, menu.result, "o:strength:50")
+    fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText", chat["id"]) if "50%" in c.params["text"]], 30)
+
+    data = photo("portrait_closeup.jpg")  # drawn before with faces on at full strength: not a cache hit now
+    got = np.asarray(image_of(fake, photo_reply(fake, fake.photo_message(chat, user, data))).convert("RGB"))
+    assert psnr(got, np.asarray(engine(data, faces=False, strength=50).convert("RGB"))) > 35
+    assert psnr(got, np.asarray(engine(data).convert("RGB"))) < 30

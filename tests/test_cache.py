@@ -33,6 +33,10 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         assert await again.source_of("a" * 16) == ("a" * 64, "FILE-1")
         assert await again.source_of("b" * 16) is None
         assert await again.source_of("'; DROP") is None
+        await again.set_render_pref(-100, "strength", 50)
+        await again.set_render_pref(-100, "faces", 0)
+        assert await again.render_prefs(-100) == {"strength": 50, "faces": 0}
+        assert await again.render_prefs(7) == {}
         await again.close()
 
     run(scenario())

@@ -19,10 +19,9 @@ from inference.engine import load_face_tools, load_stylizer
 from inference.errors import ModelError
 from inference.faces import CROP, FaceDetector, align_matrix, crop_mask, warp, worth_a_pass
 from inference.pipeline import ConvertSettings, FaceTools, convert_bytes, resize
-from tests.conftest import MODELS, PHOTOS, REPO
+from tests.conftest import DET_FILE, PHOTOS, REPO
 from weights.store import ModelStore
 
-DET_FILE = MODELS / "det_500m.onnx"
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
@@ -35,9 +34,7 @@ def detector() -> FaceDetector:
 
 @pytest.fixture(scope="module")
 def face_store(real_store: ModelStore, detector: FaceDetector) -> ModelStore:
-    if not real_store.is_installed(real_store.entry("det_500m")):
-        real_store.import_file(DET_FILE)
-    return real_store
+    return real_store  # it has the detector whenever the detector fixture did not skip
 
 
 def rgb(name: str) -> np.ndarray:
