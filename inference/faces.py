@@ -80,9 +80,12 @@ class FaceDetector:
         return sorted(faces, key=lambda f: -(f.box[2] - f.box[0]) * (f.box[3] - f.box[1]))
 
 
-def worth_a_pass(face: Face, output_scale: float) -> bool:
-    """A face gains from its own pass when it is clear in the photo and small in the result."""
-    return face.eye_px >= MIN_EYE_PX and face.eye_px * output_scale < TEMPLATE_EYE_PX
+def worth_a_pass(face: Face, output_scale: float, face_model: bool = False) -> bool:
+    """Whether a face gains from its own pass: it must be clear in the photo, and either be
+    drawn by a model made for faces or come out smaller in the result than in a crop."""
+    if face.eye_px < MIN_EYE_PX:
+        return False
+    return face_model or face.eye_px * output_scale < TEMPLATE_EYE_PX
 
 
 def align_matrix(face: Face) -> np.ndarray:
@@ -161,15 +164,16 @@ def _match_mean_colour(face: np.ndarray, base: np.ndarray, alpha: np.ndarray) ->
 
 
 def face_pass(photo: np.ndarray, whole: np.ndarray, faces: list[Face],
-              stylize: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, list[Face]]:
+              stylize: Callable[[np.ndarray], np.ndarray], face_model: bool = False) -> tuple[np.ndarray, list[Face]]:
     """Stylize each face worth a pass at 512 px and paste it into ``whole``.
 
     ``photo`` is the decoded original, ``whole`` the whole-image result
     (smaller, same aspect); ``stylize`` maps a 512x512 RGB crop to its
-    anime version. Returns the result and the faces that got a pass.
+    anime version; ``face_model`` says it is a model trained on faces rather
+    than the whole image's style. Returns the result and the faces that got a pass.
     """
     scale = whole.shape[1] / photo.shape[1]
-    chosen = [f for f in faces[:MAX_FACES] if worth_a_pass(f, scale)]
+    chosen = [f for f in faces[:MAX_FACES] if worth_a_pass(f, scale, face_model)]
     styled = []
     for face in chosen:
         m = align_matrix(face)

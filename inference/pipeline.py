@@ -109,7 +109,8 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
         found = face_tools.detector.detect(original)
         t3 = time.perf_counter()
         anime, used = face_pass(original, anime, found,
-                                lambda crop: np.asarray(stylize(Image.fromarray(crop), face_tools.model)))
+                                lambda crop: np.asarray(stylize(Image.fromarray(crop), face_tools.model)),
+                                face_model=face_tools.model.style != model.style)
         timings.update(detect_s=t3 - t2, faces_s=time.perf_counter() - t3)
         reports = [{**f.report(), "pass": f in used} for f in found]
     if settings.keep_colours:

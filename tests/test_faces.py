@@ -17,7 +17,7 @@ from inference.backends import TorchStylizer
 from inference.colour import blend, keep_colours, srgb_to_oklab
 from inference.engine import load_face_tools, load_stylizer
 from inference.errors import ModelError
-from inference.faces import CROP, FaceDetector, align_matrix, crop_mask, warp, worth_a_pass
+from inference.faces import CROP, Face, FaceDetector, align_matrix, crop_mask, warp, worth_a_pass
 from inference.pipeline import ConvertSettings, FaceTools, convert_bytes, resize
 from tests.conftest import DET_FILE, PHOTOS, REPO
 from weights.store import ModelStore
@@ -201,3 +201,15 @@ def test_keep_colours_holds_the_photos_mean_chroma(tiny_model: TorchStylizer) ->
     lightness_gap = np.abs(srgb_to_oklab(kept)[..., 0] - srgb_to_oklab(anime)[..., 0]).mean()
     assert lightness_gap < 0.02, "the lines and shading should be the anime image's"
     assert np.array_equal(keep_colours(photo, anime), kept)
+
+
+def test_which_faces_get_their_own_pass() -> None:
+    def face(eye_px: float) -> Face:
+        marks = np.array([[100, 100], [100 + eye_px, 100], [100 + eye_px / 2, 120], [105, 140], [95 + eye_px, 140]],
+                         np.float32)
+        return Face((90, 80, 110 + eye_px, 150), 0.9, marks)
+
+    assert not worth_a_pass(face(10), 0.5)  # too small to gain anything
+    assert worth_a_pass(face(60), 0.5)  # 30 px in the result, ~100 px in a crop
+    assert not worth_a_pass(face(300), 0.5)  # already bigger in the result than in a crop
+    assert worth_a_pass(face(300), 0.5, face_model=True)  # but a face model still has something to add
