@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     store = ModelStore(args.home.resolve())
     model = load_stylizer(store, "hayao")
-    tools = load_face_tools(store, "hayao")
+    tools = load_face_tools(store, model)
     print("| photo | output | faces found / drawn | whole-image s | with faces s | ratio | detection s |")
     print("|---|---|---|---|---|---|---|")
     for path in sorted(PHOTOS.glob("*.jpg")):

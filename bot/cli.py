@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from inference.backends import Stylizer
+from inference.engine import BACKENDS, DEFAULT_BACKEND
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
 from weights.store import ModelStore, WeightsError, data_home
@@ -53,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--max-side", type=int, default=DEFAULT_MAX_SIDE, help="long side of the output, px")
     c.add_argument("--format", choices=("jpg", "png"), help="output format (default: from -o, else jpg)")
     c.add_argument("--quality", type=int, default=92, help="JPEG quality, 1-95")
-    c.add_argument("--backend", choices=("torchscript", "eager"), default="torchscript")
+    c.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                   help=f"how the model runs (default: {DEFAULT_BACKEND}, the fastest measured)")
     c.add_argument("--threads", type=int, help="CPU threads for the model (default: all cores)")
     c.add_argument("--faces", action=argparse.BooleanOptionalAction, default=True,
                    help="draw each face again at 512 px and blend it in (default: on)")
@@ -142,7 +145,7 @@ def _convert(args: argparse.Namespace) -> int:
     store = _store()
     style = args.style or _default_style(store)
     model = load_stylizer(store, style, args.backend, args.threads)
-    face_tools = _face_tools(store, style, args) if args.faces else None
+    face_tools = _face_tools(store, model, args) if args.faces else None
     settings = ConvertSettings(max_side=args.max_side, fmt=fmt, jpeg_quality=args.quality, faces=args.faces,
                                strength=args.strength, keep_colours=args.keep_colours)
     failed = 0
@@ -182,12 +185,12 @@ def _convert(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _face_tools(store: ModelStore, style: str, args: argparse.Namespace) -> FaceTools | None:
+def _face_tools(store: ModelStore, model: Stylizer, args: argparse.Namespace) -> FaceTools | None:
     """The face pass's models, or None after one line saying why the photo is drawn without it."""
     from inference.engine import load_face_tools
 
     try:
-        return load_face_tools(store, style, args.backend, args.threads)
+        return load_face_tools(store, model, args.backend, args.threads)
     except AnimebotError as exc:
         print(f"animebot: {exc.message}; drawing without the face pass", file=sys.stderr)
         return None

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.engine import BACKENDS, DEFAULT_BACKEND
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE
 
@@ -41,7 +42,7 @@ class Config:
     job_timeout_s: float = 120.0
     max_side: int = DEFAULT_MAX_SIDE
     default_style: str | None = None
-    backend: str = "torchscript"
+    backend: str = DEFAULT_BACKEND
     admins: frozenset[int] = frozenset()
     cache_bytes: int = 2 << 30
     album_wait_s: float = 1.0
@@ -82,7 +83,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         job_timeout_s=float(_int(env, "ANIMEBOT_JOB_TIMEOUT", int(Config.job_timeout_s), 1, 3600)),
         max_side=_int(env, "ANIMEBOT_MAX_SIDE", Config.max_side, 64, 4096),
         default_style=env.get("ANIMEBOT_STYLE") or None,
-        backend=_choice(env, "ANIMEBOT_BACKEND", Config.backend, ("torchscript", "eager")),
+        backend=_choice(env, "ANIMEBOT_BACKEND", Config.backend, BACKENDS),
         admins=_ids(env.get("ANIMEBOT_ADMINS", "")),
         cache_bytes=_int(env, "ANIMEBOT_CACHE_MB", Config.cache_bytes >> 20, 1, 1 << 24) << 20,
     )

@@ -73,7 +73,7 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
         nonlocal face_problem
         if style not in face_tools:
             try:
-                face_tools[style] = load_face_tools(store, style, spec.backend, spec.threads)  # type: ignore[arg-type]
+                face_tools[style] = load_face_tools(store, model(style), spec.backend, spec.threads)  # type: ignore[arg-type]
             except AnimebotError as exc:
                 face_tools[style], face_problem = None, exc.message
         return face_tools[style]

@@ -47,8 +47,9 @@ class Face:
     def eye_px(self) -> float:
         return float(np.linalg.norm(self.landmarks[1] - self.landmarks[0]))
 
-    def report(self) -> dict[str, object]:
-        return {"box": [round(v, 1) for v in self.box], "score": round(self.score, 3)}
+    def report(self, scale: float = 1.0) -> dict[str, object]:
+        """For --json: the box in the file's own pixels (``scale`` undoes a reduced decode)."""
+        return {"box": [round(v * scale, 1) for v in self.box], "score": round(self.score, 3)}
 
 
 class FaceDetector:

@@ -9,6 +9,7 @@ a few kilobytes that claim 400 megapixels cost nothing.
 from __future__ import annotations
 
 import io
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -34,8 +35,15 @@ class ImageLimits:
     max_aspect: float = 20.0
 
 
-def decode(data: bytes, limits: ImageLimits = ImageLimits()) -> Image.Image:
-    """Bytes of an image file to an upright RGB image, transparency flattened onto white."""
+def decode(data: bytes, limits: ImageLimits = ImageLimits(), at_least: int | None = None) -> Image.Image:
+    """Bytes of an image file to an upright RGB image, transparency flattened onto white.
+
+    With ``at_least``, a JPEG is decoded directly at a reduced scale (1/2,
+    1/4 or 1/8, libjpeg's DCT scaling) whose long side is still at least
+    that many pixels: a 12 MP photo bound for 720 px never exists at full
+    size. ``img.info["source_size"]`` is always the upright size of the file
+    itself, so callers can size outputs from it exactly.
+    """
     if not data:
         raise ImageError("The file is empty.", code="empty")
     try:
@@ -51,9 +59,17 @@ def decode(data: bytes, limits: ImageLimits = ImageLimits()) -> Image.Image:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "Truncated File Read" noise from EXIF parsing
             img.seek(0)  # first frame of a GIF or animated WebP
+            source = img.size
+            if at_least and img.format in ("JPEG", "MPO") and max(source) > at_least:
+                scale = at_least / max(source)
+                img.draft("RGB", (math.ceil(source[0] * scale), math.ceil(source[1] * scale)))
             img.load()
+            drafted = img.size
             img = ImageOps.exif_transpose(img)
-            return _to_rgb(img)
+            turned = img.size != drafted
+            rgb = _to_rgb(img)
+            rgb.info["source_size"] = source[::-1] if turned else source
+            return rgb
     except ImageError:
         raise
     except Exception:

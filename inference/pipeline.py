@@ -67,7 +67,9 @@ def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:
 
 
 def resize(img: Image.Image, max_side: int) -> Image.Image:
-    size = fit_size(img.width, img.height, max_side)
+    """Lanczos down to ``max_side``; sized from the file's own size when decoding reduced it."""
+    source = img.info.get("source_size", img.size)
+    size = fit_size(source[0], source[1], max_side)
     return img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
 
 
@@ -97,14 +99,16 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     given; without them the result is exactly the whole-image pass.
     """
     t0 = time.perf_counter()
-    photo = decode(data, settings.limits)
+    faces_on = settings.faces and face_tools is not None
+    # Face crops want more pixels than the result: keep twice its size for them.
+    photo = decode(data, settings.limits, at_least=settings.max_side * (2 if faces_on else 1))
     small = resize(photo, settings.max_side)
     t1 = time.perf_counter()
     anime = np.asarray(stylize(small, model))
     t2 = time.perf_counter()
     timings = {"decode_s": t1 - t0, "model_s": t2 - t1}
     reports: list[dict[str, object]] = []
-    if settings.faces and face_tools is not None:
+    if faces_on:
         original = np.asarray(photo)
         found = face_tools.detector.detect(original)
         t3 = time.perf_counter()
@@ -112,7 +116,8 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
                                 lambda crop: np.asarray(stylize(Image.fromarray(crop), face_tools.model)),
                                 face_model=face_tools.model.style != model.style)
         timings.update(detect_s=t3 - t2, faces_s=time.perf_counter() - t3)
-        reports = [{**f.report(), "pass": f in used} for f in found]
+        to_file = photo.info.get("source_size", photo.size)[0] / photo.width
+        reports = [{**f.report(to_file), "pass": f in used} for f in found]
     if settings.keep_colours:
         anime = keep_colours(np.asarray(small), anime)
     if settings.strength < 100:
@@ -122,7 +127,7 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     timings["encode_s"] = time.perf_counter() - t4
     return Converted(
         data=out,
-        input_size=photo.size,
+        input_size=photo.info.get("source_size", photo.size),
         output_size=small.size,
         style=model.style,
         backend=model.backend,

@@ -80,8 +80,9 @@ def engine(real_store: ModelStore):  # type: ignore[no-untyped-def]
 
     def convert(data: bytes, style: str = "hayao", **options: Any) -> Image.Image:
         if style not in models:
-            tools = load_face_tools(real_store, style) if real_store.is_installed(real_store.entry("det_500m")) else None
-            models[style] = (load_stylizer(real_store, style, "torchscript"), tools)
+            model = load_stylizer(real_store, style)
+            has_detector = real_store.is_installed(real_store.entry("det_500m"))
+            models[style] = (model, load_face_tools(real_store, model) if has_detector else None)
         model, tools = models[style]
         return Image.open(io.BytesIO(convert_bytes(data, model, ConvertSettings(**options), tools).data))
 

@@ -76,7 +76,7 @@ def _coverage(photo: np.ndarray, out_size: tuple[int, int], faces: list) -> np.n
 @pytest.fixture(scope="module")
 def group_outputs(face_store: ModelStore) -> dict[str, object]:
     model = load_stylizer(face_store, "hayao")
-    tools = load_face_tools(face_store, "hayao")
+    tools = load_face_tools(face_store, model)
     data = (PHOTOS / "group_3_faces.jpg").read_bytes()
     plain = convert_bytes(data, model, ConvertSettings(fmt="png", faces=False), tools)
     faced = convert_bytes(data, model, ConvertSettings(fmt="png"), tools)

@@ -12,7 +12,7 @@ from PIL import Image
 from inference.backends import TorchStylizer
 from inference.errors import ImageError
 from inference.imageio import decode
-from inference.pipeline import convert_bytes
+from inference.pipeline import convert_bytes, resize
 
 
 def _save(img: Image.Image, fmt: str, **kw: object) -> bytes:
@@ -82,6 +82,24 @@ def test_exif_orientation_is_applied() -> None:
     out = decode(_save(img, "JPEG", exif=exif.tobytes()))
     assert out.size == (40, 80)
     assert sum(out.getpixel((20, 10))) > 600  # left became top
+
+
+def test_a_phone_sized_jpeg_is_decoded_at_a_reduced_scale_for_a_small_result() -> None:
+    big = _gradient(64, 48).resize((4032, 3024), Image.Resampling.BICUBIC)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # held upright: the file is landscape, the photo portrait
+    data = _save(big, "JPEG", quality=90, exif=exif.tobytes())
+    full = decode(data)
+    reduced = decode(data, at_least=720)
+    assert full.size == (3024, 4032) and full.info["source_size"] == (3024, 4032)
+    assert reduced.size == (756, 1008) and reduced.info["source_size"] == (3024, 4032)  # libjpeg's 1/4 scale
+    assert decode(data, at_least=1440).size == (1512, 2016)
+    small_ref, small = resize(full, 720), resize(reduced, 720)
+    assert small.size == small_ref.size == (540, 720)
+    mse = np.mean((np.asarray(small, np.float64) - np.asarray(small_ref, np.float64)) ** 2)
+    assert 10 * np.log10(255**2 / mse) > 38
+    png = _save(big, "PNG")
+    assert decode(png, at_least=720).size == (4032, 3024)  # only JPEG has a cheap reduced decode
 
 
 def _bomb_png(width: int, height: int) -> bytes:

@@ -11,6 +11,7 @@ from PIL import Image
 
 from inference.backends import TorchStylizer
 from inference.engine import load_stylizer
+from inference.onnx_export import load_or_export as onnx_load_or_export
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size, resize, stylize
 from inference.torchscript import export, load_or_export
 from weights.store import ModelStore
@@ -73,6 +74,32 @@ def test_torchscript_matches_eager(real_store: ModelStore, photos: list[Path]) -
     img = resize(Image.open(photos[-1]).convert("RGB"), 200)  # not the 64x64 trace size
     x = np.asarray(img, np.float32)[: img.height // 4 * 4, : img.width // 4 * 4] / 127.5 - 1
     assert np.abs(eager(x) - scripted(x)).max() < 1e-3
+
+
+def test_onnxruntime_matches_eager_and_its_export_is_cached(real_store: ModelStore, photos: list[Path]) -> None:
+    eager = load_stylizer(real_store, "hayao", "eager")
+    fast = load_stylizer(real_store, "hayao", "onnxruntime")
+    assert fast.backend == "onnxruntime" and fast.multiple == 4
+    img = resize(Image.open(photos[-1]).convert("RGB"), 200)
+    x = np.asarray(img, np.float32)[: img.height // 4 * 4, : img.width // 4 * 4] / 127.5 - 1
+    assert np.abs(eager(x) - fast(x)).max() < 1e-3
+    (cached,) = (real_store.cache_dir / "onnx").glob("*.onnx")
+    cached.write_bytes(b"damaged")  # a damaged export is redone, not fatal
+    again = load_stylizer(real_store, "hayao", "onnxruntime")
+    assert np.abs(eager(x) - again(x)).max() < 1e-3 and cached.stat().st_size > 1000
+
+
+def test_tiny_generator_exports_to_onnx_for_any_size(tiny_model: TorchStylizer, tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    path = onnx_load_or_export(tiny_model.module, "abc", tmp_path)
+    mtime = path.stat().st_mtime_ns
+    assert onnx_load_or_export(tiny_model.module, "abc", tmp_path) == path and path.stat().st_mtime_ns == mtime
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for h, w in ((20, 28), (64, 36)):  # neither is the 64x64 export size
+        x = np.random.default_rng(h).uniform(-1, 1, (h, w, 3)).astype(np.float32)
+        got = session.run(None, {"image": x[None]})[0][0]
+        assert got.shape == (h, w, 3) and np.abs(got - tiny_model(x)).max() < 1e-4
 
 
 def test_torchscript_artifact_is_cached_and_reused(tiny_model: TorchStylizer, tmp_path: Path) -> None:
