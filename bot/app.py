@@ -2,10 +2,12 @@
 
 Start-up order matters: the cache opens and the workers load their models
 before the first update is fetched, and shutdown stops the workers only
-after python-telegram-bot has stopped handing out updates.
+after python-telegram-bot has stopped handing out updates. Updates come
+from our own polling loop (bot/polling.py), not PTB's Updater.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats, Update
@@ -18,14 +20,16 @@ from telegram.ext import (
     filters,
 )
 
-from telegram.error import TelegramError
+from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from bot import handlers
-from bot.config import Config
+from bot.config import Config, ConfigError
 from bot.jobs import JobRunner
+from bot.polling import serve
 from bot.pool import WorkerPool
 from bot.styles import Styles
 from bot.worker_process import WorkerSpec
+from inference.errors import AnimebotError
 from inference.pipeline import ConvertSettings
 from storage.cache import Cache
 from weights.store import ModelStore
@@ -76,6 +80,7 @@ def build_application(cfg: Config) -> Application:
         .token(cfg.token)
         .base_url(cfg.base_url)
         .base_file_url(cfg.base_file_url)
+        .updater(None)  # bot/polling.py fetches updates
         .concurrent_updates(True)
         .rate_limiter(AIORateLimiter())
         .post_init(startup)
@@ -117,6 +122,11 @@ async def _register_commands(app: Application) -> None:
 
 
 def run(cfg: Config) -> None:
-    """Long-poll until SIGINT or SIGTERM."""
+    """Long-poll until SIGINT or SIGTERM; Telegram refusing the token or being unreachable is one line."""
     app = build_application(cfg)
-    app.run_polling(allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY], close_loop=False)
+    try:
+        asyncio.run(serve(app, cfg.poll_timeout_s, [Update.MESSAGE, Update.CALLBACK_QUERY]))
+    except InvalidToken:
+        raise ConfigError("Telegram refused the token; check TELEGRAM_BOT_TOKEN") from None
+    except NetworkError as exc:
+        raise AnimebotError(f"cannot reach the Bot API at {cfg.base_url}: {exc.message}", code="network") from None

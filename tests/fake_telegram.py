@@ -62,7 +62,8 @@ class StoredFile:
 class FakeTelegram:
     """The server. Use as a context manager, or ``start()`` and ``stop()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, missing: tuple[str, ...] = ()) -> None:
+        self.missing = set(missing)  # methods to answer 404, as a minimal Bot API would
         self.calls: list[Call] = []
         self.downloads: list[str] = []
         self.files: dict[str, StoredFile] = {}
@@ -234,7 +235,7 @@ class FakeTelegram:
 
     def call(self, method: str, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         handler = getattr(self, f"_m_{method}", None)
-        if handler is None:
+        if handler is None or method in self.missing:
             raise ApiError(404, "Not Found: method not found")
         with self._cond:
             call = Call(method, params, files)
