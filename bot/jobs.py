@@ -148,7 +148,8 @@ class JobRunner:
             task = self.pool.submit(req.job_id, data, req.style, req.settings)
         except PoolBusy:
             raise Failed("busy") from None
-        status.add(task)
+        if req.chat_id > 0:  # private chats only: in a group it would be noise, and eat
+            status.add(task)  # into Telegram's 20 messages a minute per group
         try:
             converted = await task.result
         except AnimebotError as exc:

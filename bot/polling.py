@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application
@@ -27,6 +28,7 @@ async def poll(app: Application, timeout_s: int, allowed_updates: list[str]) -> 
     offset = 0
     backoff = 1.0
     while True:
+        started = time.monotonic()
         try:
             updates = await app.bot.get_updates(offset=offset, timeout=timeout_s, read_timeout=timeout_s + 10,
                                                 allowed_updates=allowed_updates)
@@ -42,6 +44,8 @@ async def poll(app: Application, timeout_s: int, allowed_updates: list[str]) -> 
             await app.update_queue.put(update)
         if updates:
             offset = updates[-1].update_id + 1
+        elif time.monotonic() - started < 1.0:  # a server that ignores the long-poll timeout
+            await asyncio.sleep(0.5)
 
 
 async def serve(app: Application, timeout_s: int, allowed_updates: list[str]) -> None:

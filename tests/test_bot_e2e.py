@@ -152,6 +152,7 @@ def test_group_photos_are_converted_only_when_asked(bot: RunningBot, fake: FakeT
     assert not fake.replies_to(other_bot)
     sent = [c for c in fake.calls if c.method == "sendPhoto" and str(c.params["chat_id"]) == str(group["id"])]
     assert len(sent) == 2, "only the two photos someone asked about were converted"
+    assert not fake.calls_to("sendMessage", group["id"]), "no status chatter in a group"
     assert command  # the command message itself needs no reply of its own
 
 
