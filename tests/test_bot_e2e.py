@@ -124,6 +124,13 @@ def test_non_image_documents_get_a_clear_message(bot: RunningBot, fake: FakeTele
     assert not [c for c in fake.replies_to(fake_jpg) if c.method == "sendPhoto"]
 
 
+def test_a_file_over_the_download_limit_is_refused_without_fetching(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(114)
+    huge = fake.document_message(chat, user, b"\xff\xd8" + bytes(21 * 2**20), "huge.jpg", "image/jpeg")
+    assert "up to 20 MB" in text_reply(fake, huge)
+    assert not [c for c in fake.calls_to("getFile") if c.params["file_id"] == huge["document"]["file_id"]]
+
+
 def test_album_in_album_out(bot: RunningBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(104)
     first = fake.photo_message(chat, user, photo("portrait_closeup.jpg"), media_group_id="album-1")
