@@ -100,6 +100,9 @@ def build_application(cfg: Config) -> Application:
     app.add_handler(MessageHandler(private & images, handlers.private_media))
     app.add_handler(MessageHandler(groups & images, handlers.group_media))
     app.add_handler(CallbackQueryHandler(handlers.button))
+    others = filters.Sticker.ALL | filters.VIDEO | filters.ANIMATION | filters.VOICE | filters.AUDIO | \
+        filters.VIDEO_NOTE | filters.LOCATION | filters.CONTACT
+    app.add_handler(MessageHandler(private & others, handlers.text_hint))
     app.add_handler(MessageHandler(private & filters.COMMAND, handlers.unknown_command))
     app.add_handler(MessageHandler(private & filters.TEXT, handlers.text_hint))
     app.add_error_handler(handlers.on_error)

@@ -154,6 +154,7 @@ async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 
 
 async def text_hint(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Text, a sticker, a video... in a private chat: say what the bot takes."""
     lang = await user_lang(state(context), update.effective_user)
     await update.effective_message.reply_text(t(lang, "text_hint"))
 

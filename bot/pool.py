@@ -27,6 +27,7 @@ log = logging.getLogger("animebot.pool")
 
 START_TIMEOUT_S = 600.0  # the first start may export TorchScript
 STOP_TIMEOUT_S = 10.0
+RESPAWN_DELAY_S = 5.0
 
 
 class PoolBusy(AnimebotError):
@@ -157,13 +158,26 @@ class WorkerPool:
                 task.result.set_result(reply)
 
     async def _replace(self, slot: int, why: str) -> _Worker:
+        """Kill the slot's worker and start another, retrying with backoff until one starts.
+
+        A slot must never stay empty: its dispatcher is the only one that
+        serves the tasks it takes from the queue.
+        """
         old = self._workers[slot]
         self._workers[slot] = None
         if old is not None:
             old.process.kill()
             await asyncio.to_thread(old.process.join, STOP_TIMEOUT_S)
             old.conn.close()
-        worker = await self._spawn(slot)
+        delay = RESPAWN_DELAY_S
+        while True:
+            try:
+                worker = await self._spawn(slot)
+                break
+            except AnimebotError as exc:
+                log.error("worker %d: %s; trying again in %.0f s", slot, exc.message, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 60.0)
         self._workers[slot] = worker
         log.info("worker %d replaced after it %s (new pid %s)", slot, why, worker.process.pid)
         return worker

@@ -131,6 +131,13 @@ def test_a_file_over_the_download_limit_is_refused_without_fetching(bot: Running
     assert not [c for c in fake.calls_to("getFile") if c.params["file_id"] == huge["document"]["file_id"]]
 
 
+def test_a_video_or_sticker_gets_a_hint(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(115)
+    video = {"file_id": "V1", "file_unique_id": "UV1", "width": 640, "height": 360, "duration": 3}
+    fake.push({"message": fake._message(chat, user, video=video)})
+    assert "Send me a photo" in fake.wait_for(lambda: fake.messages_to(chat["id"]), 30)[0].params["text"]
+
+
 def test_album_in_album_out(bot: RunningBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(104)
     first = fake.photo_message(chat, user, photo("portrait_closeup.jpg"), media_group_id="album-1")
