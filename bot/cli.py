@@ -43,6 +43,16 @@ def _parser() -> argparse.ArgumentParser:
     wi.add_argument("paths", nargs="+", metavar="PATH", type=Path)
     wi.set_defaults(handler=_weights_import)
 
+    pr = sub.add_parser("prune", help="make a faster 'lite' style: prune a model, then distil it on photos")
+    pr.add_argument("--from", dest="base", default="hayao", help="the installed style to start from (default hayao)")
+    pr.add_argument("--width", type=float, default=0.75, help="fraction of channels to keep, 0.3-1 (default 0.75)")
+    pr.add_argument("--minutes", type=float, default=30.0, help="training time to spend now (default 30)")
+    pr.add_argument("--name", help="name of the new style (default BASE-lite)")
+    pr.add_argument("--photos", type=Path, required=True, help="a folder of photos to train on (20+ is better)")
+    pr.add_argument("--device", default="auto", help="cpu, cuda, or auto (a GPU when there is one)")
+    pr.add_argument("--fresh", action="store_true", help="start over instead of resuming saved progress")
+    pr.set_defaults(handler=_prune)
+
     r = sub.add_parser("run", help="run the Telegram bot (settings from the environment or .env)")
     r.set_defaults(handler=_run)
 
@@ -70,6 +80,51 @@ def _parser() -> argparse.ArgumentParser:
 
 def _store() -> ModelStore:
     return ModelStore(data_home())
+
+
+def _prune(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from inference.engine import build_generator
+    from inference.imageio import decode
+    from inference.pipeline import resize
+    from inference.prune import distill, parameter_count, prune, save_lite
+
+    if not 0.3 <= args.width <= 1.0:
+        raise AnimebotError("--width must be between 0.3 and 1")
+    store = _store()
+    base, path = store.require(args.base)
+    if base.arch != "animeganv2":
+        raise AnimebotError(f"{args.base} is not an AnimeGANv2 generator; only those can be pruned")
+    name = args.name or f"{args.base}-lite"
+    files = sorted(p for p in args.photos.glob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".webp"))
+    photos = []
+    for f in files:
+        try:
+            photos.append(np.asarray(resize(decode(_read(f), at_least=1024), 1024)))
+        except AnimebotError as exc:
+            print(f"{f}: skipped ({exc.message})", file=sys.stderr)
+    photos = [p for p in photos if min(p.shape[:2]) >= 256]
+    if len(photos) < 2:
+        raise AnimebotError(f"{args.photos}: need at least 2 photos of 256 px or more to train on")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    teacher = build_generator(base, path)
+    student = prune(teacher, args.width)
+    checkpoint = store.cache_dir / "prune" / f"{name}-{args.width:.2f}.pt"
+    if args.fresh:
+        checkpoint.unlink(missing_ok=True)
+    print(f"{name}: {parameter_count(teacher):,} -> {parameter_count(student):,} parameters; "
+          f"training on {len(photos)} photos on {device} for {args.minutes:g} min"
+          + (" (resuming)" if checkpoint.is_file() else ""))
+    history = distill(student, teacher, photos, args.minutes * 60, device=device, checkpoint=checkpoint,
+                      on_progress=lambda p: print(f"  step {p.step}, {p.seconds / 60:.1f} min: "
+                                                  f"held-out loss {p.held_out_loss:.4f}", flush=True))
+    entry = save_lite(store, base, name, student, args.width)
+    print(f"{name}: installed; held-out loss {history[0].held_out_loss:.4f} -> {history[-1].held_out_loss:.4f}. "
+          f"Use it with --style {entry.name}, or ANIMEBOT_STYLE={entry.name}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

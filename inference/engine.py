@@ -35,7 +35,7 @@ def build_generator(entry: ModelEntry, path: Path) -> Generator:
         return load_tflite_generator(path)
     if entry.format == "pytorch":
         widths = GeneratorWidths.from_dict(entry.widths) if entry.widths else GeneratorWidths()
-        net = Generator(widths)
+        net = Generator(widths, entry.upsample, entry.eps)  # type: ignore[arg-type]
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
             net.load_state_dict(state, strict=True)

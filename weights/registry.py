@@ -31,6 +31,8 @@ class ModelEntry:
     train_size: int
     license: str
     widths: dict[str, Any] | None = None  # only for pruned generators
+    upsample: str = "half_pixel"  # the bilinear grid a pytorch-format generator was trained with
+    eps: float = 1e-5  # its normalisation epsilon
 
     def matches(self, sha256: str, git_sha1: str) -> bool:
         """True when the hashes of some bytes are this entry's published ones."""

@@ -7,15 +7,16 @@ so a file under its registry name is always a complete, verified copy and
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from inference.errors import AnimebotError
 from weights.hashing import file_digests
-from weights.registry import ModelEntry, builtin_entries
+from weights.registry import ModelEntry, builtin_entries, parse_entries
 
 
 class WeightsError(AnimebotError):
@@ -34,7 +35,39 @@ class ModelStore:
     """Installed models under ``<home>/models``, looked up by registry name."""
 
     home: Path
-    entries: tuple[ModelEntry, ...] = builtin_entries()
+    entries: tuple[ModelEntry, ...] = ()  # default: the shipped registry plus this data dir's own models
+
+    def __post_init__(self) -> None:
+        if not self.entries:
+            self.entries = builtin_entries() + tuple(self.local_entries())
+
+    @property
+    def local_manifest(self) -> Path:
+        """Models made here (``animebot prune``), in the registry's own format."""
+        return self.models_dir / "local.json"
+
+    def local_entries(self) -> list[ModelEntry]:
+        if not self.local_manifest.is_file():
+            return []
+        try:
+            return parse_entries(json.loads(self.local_manifest.read_text()))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise WeightsError(f"{self.local_manifest} is damaged ({exc.__class__.__name__}); remove it or "
+                               "run animebot prune again", code="local_manifest") from None
+
+    def add_local(self, entry: ModelEntry, src: Path) -> Path:
+        """Install a model made here under ``entry`` (replacing one of that name) and record it."""
+        if any(e.name == entry.name for e in builtin_entries()):
+            raise WeightsError(f"{entry.name!r} is a published model's name; choose another", code="name_taken")
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        dest = self.path(entry)
+        os.replace(src, dest)
+        others = [asdict(e) for e in self.local_entries() if e.name != entry.name]
+        tmp = self.temp_file()
+        tmp.write_text(json.dumps({"models": [*others, asdict(entry)]}, indent=2))
+        os.replace(tmp, self.local_manifest)
+        self.entries = builtin_entries() + tuple(self.local_entries())
+        return dest
 
     @property
     def models_dir(self) -> Path:
