@@ -85,7 +85,6 @@ def _store() -> ModelStore:
 def _prune(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
-    from PIL import Image
 
     from inference.engine import build_generator
     from inference.imageio import decode

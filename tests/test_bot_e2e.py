@@ -173,7 +173,7 @@ def test_group_photos_are_converted_only_when_asked(bot: RunningBot, fake: FakeT
 @pytest.mark.skipif(not CUTE_FILE.is_file(), reason="the AnimeGANv3 cute model is absent from ../shared/models")
 def test_style_command_changes_the_style(bot: RunningBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
     chat, user = private_chat(106)
-    cmd = fake.text_message(chat, user, "/style")
+    fake.text_message(chat, user, "/style")
     menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "reply_markup" in c.params], 30)[0]
     assert "s:cute" in buttons(menu)
     fake.press(user, menu.result, "s:cute")
