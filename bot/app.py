@@ -54,6 +54,10 @@ def build_application(cfg: Config) -> Application:
     """The bot, ready for ``run_polling``. Fails early, before any network, if no style is installed."""
     settings = ConvertSettings(max_side=cfg.max_side)
     styles = Styles.from_store(ModelStore(cfg.home), cfg.default_style, settings)
+    for style, lite in cfg.fast_styles:
+        if styles.resolve(style) != style or styles.resolve(lite) != lite:
+            raise ConfigError(f"ANIMEBOT_FAST_MODE: {style} and {lite} must both be installed styles "
+                              f"(installed: {', '.join(styles.names)}); make a lite one with animebot prune")
 
     async def startup(app: Application) -> None:
         cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
@@ -62,7 +66,7 @@ def build_application(cfg: Config) -> Application:
         app.bot_data["pool"] = pool
         app.bot_data["cache"] = cache
         await pool.start()
-        runner = JobRunner(app.bot, pool, cache, styles, cfg.per_user_jobs)
+        runner = JobRunner(app.bot, pool, cache, styles, cfg.per_user_jobs, dict(cfg.fast_styles), cfg.fast_queue)
         app.bot_data["animebot"] = handlers.BotState(runner, cache, styles, cfg.album_wait_s)
         await _register_commands(app)
         log.info("bot @%s ready: styles %s (default %s), %d worker(s) x %d thread(s), queue %d, max side %d",

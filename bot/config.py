@@ -46,6 +46,10 @@ class Config:
     admins: frozenset[int] = frozenset()
     cache_bytes: int = 2 << 30
     album_wait_s: float = 1.0
+    # "Fast mode": while this many photos wait, a style with a lite version
+    # (``animebot prune``) is drawn with it instead, so waits stay bounded.
+    fast_styles: tuple[tuple[str, str], ...] = ()
+    fast_queue: int = 4
     poll_timeout_s: int = 30
 
     def __repr__(self) -> str:  # the token must never reach a log, even via repr()
@@ -86,6 +90,8 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         backend=_choice(env, "ANIMEBOT_BACKEND", Config.backend, BACKENDS),
         admins=_ids(env.get("ANIMEBOT_ADMINS", "")),
         cache_bytes=_int(env, "ANIMEBOT_CACHE_MB", Config.cache_bytes >> 20, 1, 1 << 24) << 20,
+        fast_styles=_pairs(env.get("ANIMEBOT_FAST_MODE", "")),
+        fast_queue=_int(env, "ANIMEBOT_FAST_QUEUE", Config.fast_queue, 0, 10_000),
     )
 
 
@@ -112,6 +118,19 @@ def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str,
     if value not in allowed:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     return value
+
+
+def _pairs(raw: str) -> tuple[tuple[str, str], ...]:
+    """``hayao=hayao-lite,paprika=paprika-lite`` as (style, lite style) pairs."""
+    pairs = []
+    for item in raw.replace(" ", "").split(","):
+        if not item:
+            continue
+        style, sep, lite = item.partition("=")
+        if not sep or not style or not lite:
+            raise ConfigError(f"ANIMEBOT_FAST_MODE must look like hayao=hayao-lite, got {raw!r}")
+        pairs.append((style, lite))
+    return tuple(pairs)
 
 
 def _ids(raw: str) -> frozenset[int]:

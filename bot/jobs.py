@@ -13,7 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from telegram import Bot, InputMediaPhoto, Message, ReplyParameters
 from telegram.constants import ChatAction
@@ -54,6 +54,7 @@ class Request:
     sources: tuple[Source, ...]
     settings: ConvertSettings
     as_document: bool = False
+    fast: bool = False  # drawn with a lite style because the queue was long
 
 
 class Failed(Exception):
@@ -74,12 +75,15 @@ class Failed(Exception):
 class JobRunner:
     """Runs requests against the cache and the worker pool and sends the replies."""
 
-    def __init__(self, bot: Bot, pool: WorkerPool, cache: Cache, styles: Styles, per_user_jobs: int) -> None:
+    def __init__(self, bot: Bot, pool: WorkerPool, cache: Cache, styles: Styles, per_user_jobs: int,
+                 fast_styles: dict[str, str] | None = None, fast_queue: int = 4) -> None:
         self.bot = bot
         self.pool = pool
         self.cache = cache
         self.styles = styles
         self.per_user_jobs = per_user_jobs
+        self.fast_styles = fast_styles or {}
+        self.fast_queue = fast_queue
         self._in_flight: Counter[int] = Counter()
 
     async def run(self, req: Request) -> None:
@@ -91,6 +95,9 @@ class JobRunner:
             log.info("job %s: refused, user has %d in flight", req.job_id, self._in_flight[req.user_id])
             return
         self._in_flight[req.user_id] += n
+        lite = self.fast_styles.get(req.style)
+        if lite and not req.as_document and self.pool.waiting >= self.fast_queue:
+            req = replace(req, style=lite, fast=True)
         try:
             outcome = await self._run(req)
             log.info("job %s: %s in %.2f s", req.job_id, outcome, time.monotonic() - started)
@@ -193,12 +200,14 @@ class JobRunner:
         if len(done) == 1:
             sha, res, _ = done[0]
             markup = result_keyboard(self.styles, req.style, sha, req.lang)
+            caption = t(req.lang, "fast_mode") if req.fast else None
             msg = await self._send_or_upload(res.photo_file_id, res, lambda photo: self.bot.send_photo(
-                req.chat_id, photo, reply_parameters=reply, reply_markup=markup))
+                req.chat_id, photo, caption=caption, reply_parameters=reply, reply_markup=markup))
             await self._remember_sent(res, msg)
             return
-        media = [InputMediaPhoto(res.photo_file_id or await asyncio.to_thread(res.path.read_bytes))
-                 for _, res, _ in done]
+        caption = t(req.lang, "fast_mode") if req.fast else None
+        media = [InputMediaPhoto(res.photo_file_id or await asyncio.to_thread(res.path.read_bytes),
+                                 caption=caption if i == 0 else None) for i, (_, res, _) in enumerate(done)]
         try:
             msgs = await self.bot.send_media_group(req.chat_id, media, reply_parameters=reply)
         except BadRequest:  # a remembered file_id Telegram no longer knows: upload them all
