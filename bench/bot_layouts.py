@@ -24,6 +24,7 @@ from typing import Any
 
 from PIL import Image
 
+from bench.memory import peak_rss_mb
 from tests.bot_harness import RunningBot, private_chat, start_bot
 from tests.fake_telegram import FakeTelegram
 
@@ -43,13 +44,6 @@ def _photos() -> list[bytes]:
 
 def _answered(fake: FakeTelegram, message: dict[str, Any]) -> bool:
     return any(c.method == "sendPhoto" for c in fake.replies_to(message))
-
-
-def _vm_hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def measure(layout: str, home: Path, photos: list[bytes]) -> dict[str, Any]:
@@ -82,8 +76,8 @@ def measure(layout: str, home: Path, photos: list[bytes]) -> dict[str, Any]:
             burst_s = time.monotonic() - t0
 
             pids = bot.worker_pids()
-            rss_workers = [_vm_hwm_mb(pid) for pid in pids.values()]
-            rss_bot = _vm_hwm_mb(bot.process.pid)
+            rss_workers = [peak_rss_mb(pid) for pid in pids.values()]
+            rss_bot = peak_rss_mb(bot.process.pid)
         finally:
             bot.stop()
     return {"layout": layout, "latency_s": statistics.median(latencies), "cache_hit_s": hit,

@@ -9,17 +9,18 @@ every photo once, so each figure is that backend's own.
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from inference.engine import BACKENDS, load_stylizer
+from bench.memory import peak_rss_mb
+from inference.engine import load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes
 from weights.store import ModelStore
 
+COMPARED = ("eager", "torchscript")  # bench.speed compares every backend with the reference
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
 
 
@@ -28,15 +29,6 @@ def _peak_rss_child(backend: str, max_side: int, home: str) -> None:
     for photo in sorted(PHOTOS.glob("*.jpg")):
         convert_bytes(photo.read_bytes(), model, ConvertSettings(max_side=max_side))
     print(peak_rss_mb())
-
-
-def peak_rss_mb() -> float:
-    """This process's own peak RSS (VmHWM). ``getrusage``'s ru_maxrss would not
-    do: Linux carries the parent's peak across fork and exec into the child."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main() -> None:
@@ -51,17 +43,17 @@ def main() -> None:
         return
 
     store = ModelStore(Path(args.home))
-    models = {b: load_stylizer(store, "hayao", b) for b in BACKENDS}  # type: ignore[arg-type]
+    models = {b: load_stylizer(store, "hayao", b) for b in COMPARED}  # type: ignore[arg-type]
     settings = ConvertSettings(max_side=args.max_side)
-    times: dict[str, dict[str, list[float]]] = {b: {} for b in BACKENDS}
+    times: dict[str, dict[str, list[float]]] = {b: {} for b in COMPARED}
     sizes = {}
     for photo in sorted(PHOTOS.glob("*.jpg")):
         data = photo.read_bytes()
-        for b in BACKENDS:
+        for b in COMPARED:
             convert_bytes(data, models[b], settings)  # warm-up
             times[b][photo.name] = []
         for _ in range(args.runs):
-            for b in BACKENDS:
+            for b in COMPARED:
                 t = time.perf_counter()
                 r = convert_bytes(data, models[b], settings)
                 times[b][photo.name].append(time.perf_counter() - t)
@@ -74,7 +66,7 @@ def main() -> None:
               f" {min(s[name]):>8.2f}/{statistics.median(s[name]):<7.2f} {min(s[name]) / min(e[name]):>12.2f}")
     te, ts = sum(map(min, e.values())), sum(map(min, s.values()))
     print(f"{'all photos (sum of mins)':<34} {te:>16.2f} {ts:>17.2f} {ts / te:>12.2f}")
-    for b in BACKENDS:
+    for b in COMPARED:
         cmd = [sys.executable, "-m", "bench.convert_times", "--rss-child", b, "--max-side", str(args.max_side),
                "--home", args.home]
         rss = float(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
+from bench.memory import peak_rss_mb
 from inference.backends import Stylizer, TorchStylizer
 from inference.colour import srgb_to_oklab
 from inference.engine import build_generator, load_stylizer
@@ -138,7 +139,7 @@ def _ssim(x: np.ndarray, y: np.ndarray, win: int = 8) -> float:
     return float((((2 * mx * my + c1) * (2 * cov + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))).mean())
 
 
-def peak_rss_mb(name: str, home: Path | None, big: int, tiny: bool) -> float:
+def child_peak_rss_mb(name: str, home: Path | None, big: int, tiny: bool) -> float:
     """Peak RSS of a fresh process that loads ``name`` and converts every photo once."""
     cmd = [sys.executable, "-m", "bench.speed", "--rss-child", name, "--big", str(big)]
     cmd += ["--tiny"] if tiny else ["--home", str(home)]
@@ -173,8 +174,7 @@ def main() -> None:
         model = load_variant(args.rss_child, home)
         for data in photos.values():
             run_once(args.rss_child, model, data)
-        status = Path("/proc/self/status").read_text()
-        print(int(next(l for l in status.splitlines() if l.startswith("VmHWM")).split()[1]) / 1024)
+        print(peak_rss_mb())
         return
 
     models = {name: load_variant(name, home) for name in VARIANTS}
@@ -201,7 +201,7 @@ def main() -> None:
             "big_total_min_s": sum(min(samples[(name, p)].total) for p in big),
             "psnr_min": min(x["psnr"] for x in q), "ssim_min": min(x["ssim"] for x in q),
             "de_max": max(x["de"] for x in q), "hue_deg_max": max(x["hue_deg"] for x in q),
-            "model_mb": model_file_mb(name, home), "peak_rss_mb": peak_rss_mb(name, home, args.big, args.tiny),
+            "model_mb": model_file_mb(name, home), "peak_rss_mb": child_peak_rss_mb(name, home, args.big, args.tiny),
         })
     ref = rows[0]
     print(f"{len(photos)} photos ({sum(p.endswith('@12MP') for p in photos)} of them 12 MP), {args.runs} runs, "
