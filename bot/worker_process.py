@@ -53,14 +53,15 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
 
-    from inference.engine import load_face_tools, load_stylizer
+    from inference.engine import face_style_for, load_detector, load_stylizer
+    from inference.faces import FaceDetector
     from inference.pipeline import FaceTools, convert_bytes
     from weights.store import ModelStore
 
     torch.set_num_threads(spec.threads)
     store = ModelStore(spec.home)
     models: dict[str, Stylizer] = {}
-    face_tools: dict[str, FaceTools | None] = {}
+    detector: FaceDetector | None = None
     face_problem = ""
 
     def model(style: str) -> Stylizer:
@@ -69,14 +70,24 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
         return models[style]
 
     def faces(style: str) -> FaceTools | None:
-        """The face pass for ``style``; None (the whole-image pass only) if its models do not load."""
-        nonlocal face_problem
-        if style not in face_tools:
-            try:
-                face_tools[style] = load_face_tools(store, model(style), spec.backend, spec.threads)  # type: ignore[arg-type]
-            except AnimebotError as exc:
-                face_tools[style], face_problem = None, exc.message
-        return face_tools[style]
+        """The face pass for ``style``; None (the whole-image pass only) if its models do not load.
+
+        One detector serves every style, and face models come from the same
+        cache as styles, so nothing is loaded twice."""
+        nonlocal detector, face_problem
+        if face_problem:
+            return None
+        face_style = face_style_for(store, style)
+        if face_style == style:
+            face_model = model(style)  # a style that does not load fails its order, not the face pass
+        try:
+            detector = detector or load_detector(store, spec.threads)
+            if face_style != style:
+                face_model = model(face_style)
+        except AnimebotError as exc:
+            face_problem = exc.message
+            return None
+        return FaceTools(detector, face_model)
 
     try:
         model(spec.preload)

@@ -23,8 +23,8 @@ from weights.registry import ModelEntry
 from weights.store import ModelStore
 
 Backend = Literal["onnxruntime", "torchscript", "eager"]
-# onnxruntime first: measured ~1.6x faster than TorchScript and eager on this
-# net, with outputs equal to ~80 dB (README, "Backends").
+# onnxruntime first: 1.5x the speed of TorchScript and eager on this net in one
+# run of bench.speed, with outputs equal to eager's to ~82 dB (README, "Benchmarks").
 BACKENDS: tuple[str, ...] = ("onnxruntime", "torchscript", "eager")
 DEFAULT_BACKEND: Backend = "onnxruntime"
 
@@ -78,17 +78,23 @@ FACE_STYLE = "face_paint_512_v2"  # trained on aligned 512 px faces; used for fa
 DETECTOR = "det_500m"
 
 
+def face_style_for(store: ModelStore, style: str) -> str:
+    """The style that draws faces for ``style``: the face model when installed, else ``style`` itself."""
+    return FACE_STYLE if store.is_installed(store.entry(FACE_STYLE)) else style
+
+
+def load_detector(store: ModelStore, threads: int | None = None) -> FaceDetector:
+    """The installed face detector; ModelError says what is missing or broken."""
+    return FaceDetector(store.path(store.entry(DETECTOR)), threads)
+
+
 def load_face_tools(store: ModelStore, model: Stylizer, backend: Backend = DEFAULT_BACKEND,
                     threads: int | None = None) -> FaceTools:
-    """The detector, and the model that draws faces for ``model``'s style.
-
-    That is ``face_paint_512_v2`` when installed, else ``model`` itself (not
-    a second copy of it). ModelError or WeightsError says what is missing.
-    """
-    detector = FaceDetector(store.path(store.entry(DETECTOR)), threads)
-    if store.is_installed(store.entry(FACE_STYLE)) and model.style != FACE_STYLE:
-        return FaceTools(detector, load_stylizer(store, FACE_STYLE, backend, threads))
-    return FaceTools(detector, model)
+    """The detector, and the model that draws faces for ``model``'s style (``model`` itself, not a
+    second copy, when no face model is installed). ModelError or WeightsError says what is missing."""
+    face_style = face_style_for(store, model.style)
+    face_model = model if face_style == model.style else load_stylizer(store, face_style, backend, threads)
+    return FaceTools(load_detector(store, threads), face_model)
 
 
 def _onnx_session(path: Path, threads: int | None) -> object:
