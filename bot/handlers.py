@@ -197,36 +197,31 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
         return  # a group album nobody asked about
     style_arg = next((s for asked, s in asks if asked and s), None)
     sources = [s for s in (source_of(m) for m in messages) if s is not None]
-    user = first.from_user
-    lang = await user_lang(st, user)
-    style = st.styles.resolve(style_arg) if style_arg else await user_style(st, user)
     if not sources:
-        await first.reply_text(t(lang, "not_an_image_file"), do_quote=True)
-    elif style is None:
-        await first.reply_text(t(lang, "unknown_style", style=style_arg, styles=", ".join(st.styles.names)), do_quote=True)
-    else:
-        await st.runner.run(Request(
-            job_id=f"album-{first.media_group_id}", chat_id=first.chat_id, user_id=user.id if user else 0,
-            reply_to=first.message_id, lang=lang, style=style, sources=tuple(sources),
-            settings=await chat_settings(st, first.chat_id),
-        ))
+        await first.reply_text(t(await user_lang(st, first.from_user), "not_an_image_file"), do_quote=True)
+        return
+    await request(st, f"album-{first.media_group_id}", first, first.from_user, sources, first.message_id, style_arg)
 
 
 async def convert(update: Update, context: ContextTypes.DEFAULT_TYPE, sources: list[Source], reply_to: int,
                   style_arg: str | None) -> None:
-    st = state(context)
-    user = update.effective_user
+    await request(state(context), str(update.update_id), update.effective_message, update.effective_user, sources,
+                  reply_to, style_arg)
+
+
+async def request(st: BotState, job_id: str, message: Message, user: User | None, sources: list[Source],
+                  reply_to: int, style_arg: str | None) -> None:
+    """Hand ``sources`` to the runner in the asked (or the user's) style; an unknown style is answered
+    under ``message``, the results under ``reply_to``."""
     lang = await user_lang(st, user)
     style = st.styles.resolve(style_arg) if style_arg else await user_style(st, user)
     if style is None:
-        await update.effective_message.reply_text(
-            t(lang, "unknown_style", style=style_arg, styles=", ".join(st.styles.names)), do_quote=True)
+        await message.reply_text(t(lang, "unknown_style", style=style_arg, styles=", ".join(st.styles.names)),
+                                 do_quote=True)
         return
-    chat_id = update.effective_chat.id
     await st.runner.run(Request(
-        job_id=str(update.update_id), chat_id=chat_id, user_id=user.id if user else 0,
-        reply_to=reply_to, lang=lang, style=style, sources=tuple(sources),
-        settings=await chat_settings(st, chat_id),
+        job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
+        style=style, sources=tuple(sources), settings=await chat_settings(st, message.chat_id),
     ))
 
 
