@@ -1,9 +1,10 @@
 """Application wiring, in one place: handlers, start-up and shutdown.
 
-Start-up order matters: the cache opens and the workers load their models
-before the first update is fetched, and shutdown stops the workers only
-after python-telegram-bot has stopped handing out updates. Updates come
-from our own polling loop (bot/polling.py), not PTB's Updater.
+Start-up order matters: the cache and the journal open and the workers load
+their models before the first update is fetched, and shutdown stops the
+workers only after the last update has been handled or put aside. Updates
+come through bot/intake.py (from our polling loop or the webhook), not PTB's
+Updater; bot/service.py runs the whole lifetime.
 """
 from __future__ import annotations
 
@@ -17,21 +18,24 @@ from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
+    TypeHandler,
     filters,
 )
 
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from bot import handlers
+from bot.access import Access, Limits
 from bot.config import Config, ConfigError
 from bot.jobs import JobRunner
-from bot.polling import serve
 from bot.pool import WorkerPool
+from bot.service import serve
 from bot.styles import Styles
 from bot.worker_process import WorkerSpec
 from inference.errors import AnimebotError
 from inference.pipeline import ConvertSettings
 from storage.cache import Cache
+from storage.journal import Journal
 from weights.store import ModelStore
 
 log = logging.getLogger("animebot")
@@ -61,13 +65,18 @@ def build_application(cfg: Config) -> Application:
 
     async def startup(app: Application) -> None:
         cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
+        app.bot_data["cache"] = cache
+        journal = await Journal.open(cfg.home / "bot.db")
+        app.bot_data["journal"] = journal
         pool = WorkerPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
                           cfg.workers, cfg.queue_size, cfg.job_timeout_s)
         app.bot_data["pool"] = pool
-        app.bot_data["cache"] = cache
         await pool.start()
-        runner = JobRunner(app.bot, pool, cache, styles, cfg.per_user_jobs, dict(cfg.fast_styles), cfg.fast_queue)
-        app.bot_data["animebot"] = handlers.BotState(runner, cache, styles, cfg.album_wait_s)
+        access = Access(cfg.admins, cfg.allowlist)
+        limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
+        runner = JobRunner(app.bot, pool, cache, journal, styles, cfg.per_user_jobs, limits, dict(cfg.fast_styles),
+                           cfg.fast_queue)
+        app.bot_data["animebot"] = handlers.BotState(runner, cache, styles, cfg.album_wait_s, access)
         await _register_commands(app)
         log.info("bot @%s ready: styles %s (default %s), %d worker(s) x %d thread(s), queue %d, max side %d",
                  app.bot.username, ",".join(styles.names), styles.default, cfg.workers, cfg.threads_per_worker,
@@ -76,8 +85,9 @@ def build_application(cfg: Config) -> Application:
     async def shutdown(app: Application) -> None:
         if pool := app.bot_data.get("pool"):
             await pool.close()
-        if cache := app.bot_data.get("cache"):
-            await cache.close()
+        for name in ("journal", "cache"):
+            if store := app.bot_data.get(name):
+                await store.close()
 
     app = (
         Application.builder()
@@ -86,14 +96,16 @@ def build_application(cfg: Config) -> Application:
         .base_file_url(cfg.base_file_url)
         .updater(None)  # bot/polling.py fetches updates
         .concurrent_updates(True)
-        .rate_limiter(AIORateLimiter())
+        .rate_limiter(AIORateLimiter(max_retries=3))  # waits out RetryAfter (flood control) 3 times
         .post_init(startup)
         .post_shutdown(shutdown)
         .build()
     )
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
     images = filters.PHOTO | filters.Document.ALL
+    app.add_handler(TypeHandler(Update, handlers.gate), group=-1)  # the allowlist, before everything
     app.add_handler(CommandHandler("start", handlers.start))
+    app.add_handler(CommandHandler("stats", handlers.stats_command))
     app.add_handler(CommandHandler("help", handlers.help_command))
     app.add_handler(CommandHandler("about", handlers.about))
     app.add_handler(CommandHandler("style", handlers.style_command))
@@ -129,10 +141,10 @@ async def _register_commands(app: Application) -> None:
 
 
 def run(cfg: Config) -> None:
-    """Long-poll until SIGINT or SIGTERM; Telegram refusing the token or being unreachable is one line."""
+    """Serve until SIGINT or SIGTERM; Telegram refusing the token or being unreachable is one line."""
     app = build_application(cfg)
     try:
-        asyncio.run(serve(app, cfg.poll_timeout_s, [Update.MESSAGE, Update.CALLBACK_QUERY]))
+        asyncio.run(serve(app, cfg))
     except InvalidToken:
         raise ConfigError("Telegram refused the token; check TELEGRAM_BOT_TOKEN") from None
     except NetworkError as exc:

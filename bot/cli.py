@@ -54,7 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     pr.set_defaults(handler=_prune)
 
     r = sub.add_parser("run", help="run the Telegram bot (settings from the environment or .env)")
+    r.add_argument("--webhook", metavar="URL",
+                   help="take updates by webhook at this https:// URL instead of polling (or ANIMEBOT_WEBHOOK_URL)")
     r.set_defaults(handler=_run)
+    h = sub.add_parser("health", help="exit 0 if the bot in ANIMEBOT_HOME is running with all its workers")
+    h.set_defaults(handler=_health)
 
     c = sub.add_parser("convert", help="convert image files to anime")
     c.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
@@ -131,10 +135,18 @@ def _run(args: argparse.Namespace) -> int:
     from bot.config import load_config
     from bot.logs import setup_logging
 
-    cfg = load_config()
-    setup_logging(cfg.token)
+    cfg = load_config(webhook_url=args.webhook)
+    setup_logging(cfg.token, cfg.webhook_secret)
     run(cfg)
     return 0
+
+
+def _health(args: argparse.Namespace) -> int:
+    from bot.service import health
+
+    ok, why = health(data_home())
+    print(f"animebot: {why}", file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
 
 
 def _weights_list(args: argparse.Namespace) -> int:

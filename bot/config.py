@@ -8,6 +8,7 @@ sees.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,12 +52,26 @@ class Config:
     fast_styles: tuple[tuple[str, str], ...] = ()
     fast_queue: int = 4
     poll_timeout_s: int = 30
+    # Abuse and access (bot/access.py); 0 switches a limit off. An empty
+    # allowlist lets everyone in.
+    rate_per_minute: int = 10
+    daily_quota: int = 200
+    allowlist: frozenset[int] = frozenset()
+    # A graceful stop waits this long for photos already being drawn; Docker's
+    # stop grace period must be longer (docker-compose.yml gives 60 s).
+    stop_wait_s: float = 30.0
+    # Webhook mode instead of polling when webhook_url is set.
+    webhook_url: str | None = None
+    webhook_listen: str = "0.0.0.0"
+    webhook_port: int = 8443
+    webhook_secret: str | None = None
 
     def __repr__(self) -> str:  # the token must never reach a log, even via repr()
         return f"Config(home={self.home}, workers={self.workers}x{self.threads_per_worker}, ...)"
 
 
-def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")) -> Config:
+def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env"),
+                webhook_url: str | None = None) -> Config:
     """Build the config from ``environ`` (default: the process environment).
 
     A ``.env`` file, when present, fills in variables the environment does
@@ -88,10 +103,18 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         max_side=_int(env, "ANIMEBOT_MAX_SIDE", Config.max_side, 64, 4096),
         default_style=env.get("ANIMEBOT_STYLE") or None,
         backend=_choice(env, "ANIMEBOT_BACKEND", Config.backend, BACKENDS),
-        admins=_ids(env.get("ANIMEBOT_ADMINS", "")),
+        admins=_ids(env.get("ANIMEBOT_ADMINS", ""), "ANIMEBOT_ADMINS"),
         cache_bytes=_int(env, "ANIMEBOT_CACHE_MB", Config.cache_bytes >> 20, 1, 1 << 24) << 20,
         fast_styles=_pairs(env.get("ANIMEBOT_FAST_MODE", "")),
         fast_queue=_int(env, "ANIMEBOT_FAST_QUEUE", Config.fast_queue, 0, 10_000),
+        rate_per_minute=_int(env, "ANIMEBOT_RATE_PER_MINUTE", Config.rate_per_minute, 0, 100_000),
+        daily_quota=_int(env, "ANIMEBOT_DAILY_QUOTA", Config.daily_quota, 0, 10_000_000),
+        allowlist=_ids(env.get("ANIMEBOT_ALLOWLIST", ""), "ANIMEBOT_ALLOWLIST"),
+        stop_wait_s=float(_int(env, "ANIMEBOT_STOP_WAIT", int(Config.stop_wait_s), 0, 3600)),
+        webhook_url=_webhook_url(webhook_url or env.get("ANIMEBOT_WEBHOOK_URL", "").strip() or None),
+        webhook_listen=env.get("ANIMEBOT_WEBHOOK_LISTEN", "").strip() or Config.webhook_listen,
+        webhook_port=_int(env, "ANIMEBOT_WEBHOOK_PORT", Config.webhook_port, 1, 65535),
+        webhook_secret=_secret(env.get("ANIMEBOT_WEBHOOK_SECRET", "").strip() or None),
     )
 
 
@@ -133,8 +156,21 @@ def _pairs(raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _ids(raw: str) -> frozenset[int]:
+def _ids(raw: str, name: str) -> frozenset[int]:
     try:
         return frozenset(int(part) for part in raw.replace(",", " ").split())
     except ValueError:
-        raise ConfigError(f"ANIMEBOT_ADMINS must be Telegram user ids separated by commas, got {raw!r}") from None
+        raise ConfigError(f"{name} must be Telegram ids separated by commas, got {raw!r}") from None
+
+
+def _webhook_url(url: str | None) -> str | None:
+    """Telegram only calls HTTPS webhooks (a reverse proxy usually terminates TLS in front of us)."""
+    if url is not None and not url.startswith("https://"):
+        raise ConfigError(f"the webhook URL must start with https://, got {url!r}")
+    return url
+
+
+def _secret(secret: str | None) -> str | None:
+    if secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+        raise ConfigError("ANIMEBOT_WEBHOOK_SECRET must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
+    return secret

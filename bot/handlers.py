@@ -5,15 +5,19 @@ They stay small on purpose. Deciding *whether* to convert (private chat,
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import re
-import functools
+import time
 from dataclasses import dataclass, field
 
-from telegram import Message, Update, User
-from telegram.ext import ContextTypes
+from telegram import CallbackQuery, Message, Update, User
+from telegram.error import TelegramError
+from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from bot import keyboards
+from bot.access import Access
 from bot.albums import AlbumCollector
 from bot.i18n import LANGS, pick_lang, t
 from bot.jobs import JobRunner, Request, Source
@@ -35,6 +39,7 @@ class BotState:
     cache: Cache
     styles: Styles
     album_wait_s: float
+    access: Access = field(default_factory=Access)
     albums: AlbumCollector = field(init=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +92,59 @@ def anime_command(text: str | None, bot_username: str | None) -> tuple[bool, str
     if not m or (m.group(1) and (bot_username or "").lower() != m.group(1).lower()):
         return False, None
     return True, m.group(2)
+
+
+# --- access ---------------------------------------------------------------------
+
+async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Runs before every other handler: in allowlist mode, refuse everyone else politely.
+
+    Only updates addressed to the bot get the refusal (a private message,
+    ``/anime`` in a group, a button); a group's other photos are ignored.
+    """
+    st = state(context)
+    user, chat = update.effective_user, update.effective_chat
+    if st.access.allows(user.id if user else None, chat.id if chat else None):
+        return
+    log.info("update %s: user %s in chat %s is not on the allowlist", update.update_id,
+             user.id if user else "-", chat.id if chat else "-")
+    lang = await user_lang(st, user)
+    if update.callback_query:
+        await answer_quietly(update.callback_query, t(lang, "not_allowed"), alert=True)
+    elif (message := update.effective_message) is not None:
+        asked = anime_command(message.text or message.caption, context.bot.username)[0]
+        if message.chat.type == "private" or asked:
+            await message.reply_text(t(lang, "not_allowed"), do_quote=True)
+    raise ApplicationHandlerStop
+
+
+async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``/stats``, for admins: the queue, throughput, cache hit rate and the commonest problems."""
+    st = state(context)
+    user = update.effective_user
+    lang = await user_lang(st, user)
+    if not st.access.is_admin(user.id if user else None):
+        await update.effective_message.reply_text(t(lang, "admins_only"))
+        return
+    now = time.time()
+    journal, pool = st.runner.journal, st.runner.pool
+    hour, ten_min, day = [await journal.counts_since(now - span) for span in (3600, 600, 86400)]
+    counters = await st.cache.stats()
+    hits, converted = counters.get("cache_hits", 0), counters.get("converted", 0)
+    problems = ", ".join(f"{code} {n}" for code, n in day.top_outcomes) or t(lang, "none")
+    await update.effective_message.reply_text(t(
+        lang, "stats", waiting=pool.waiting, running=pool.running, workers=pool.size, done_hour=hour.photos_done,
+        per_min=ten_min.photos_done / 10, jobs_day=sum(day.by_state.values()), done_day=day.photos_done,
+        failed_day=day.by_state.get("failed", 0), refused_day=day.by_state.get("refused", 0), hits=hits,
+        lookups=hits + converted, hit_rate=100 * hits / max(1, hits + converted), problems=problems,
+    ))
+
+
+async def answer_quietly(query: CallbackQuery, text: str | None = None, alert: bool = False) -> None:
+    """Stop the button's spinner. A query answered late (after a restart) is refused by
+    Telegram; that must not stop the button from working."""
+    with contextlib.suppress(TelegramError):
+        await query.answer(text, show_alert=alert)
 
 
 # --- commands ------------------------------------------------------------------
@@ -165,7 +223,7 @@ async def private_media(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     """Any photo or file in a private chat: convert it, or say why not."""
     message = update.effective_message
     if message.media_group_id:
-        state(context).albums.add(message)
+        await state(context).albums.add(message)
         return
     src = source_of(message)
     if src is None:
@@ -180,7 +238,7 @@ async def group_media(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     """A photo in a group: converted only when its caption is ``/anime`` for us."""
     message = update.effective_message
     if message.media_group_id:
-        state(context).albums.add(message)  # the album decides once it is complete
+        await state(context).albums.add(message)  # the album decides once it is complete
         return
     asked, style = anime_command(message.caption, context.bot.username)
     src = source_of(message)
@@ -211,14 +269,19 @@ async def convert(update: Update, context: ContextTypes.DEFAULT_TYPE, sources: l
 
 async def request(st: BotState, job_id: str, message: Message, user: User | None, sources: list[Source],
                   reply_to: int, style_arg: str | None) -> None:
-    """Hand ``sources`` to the runner in the asked (or the user's) style; an unknown style is answered
-    under ``message``, the results under ``reply_to``."""
+    """Hand ``sources`` to the runner in the asked (or the user's) style; the results go under ``reply_to``.
+
+    ``/anime WORD`` with an unknown WORD is answered (under ``message``) with
+    the styles there are. A longer text after ``/anime`` is a caption's
+    prose, not a style ("/anime my cat"), and gets the user's style.
+    """
     lang = await user_lang(st, user)
-    style = st.styles.resolve(style_arg) if style_arg else await user_style(st, user)
-    if style is None:
-        await message.reply_text(t(lang, "unknown_style", style=style_arg, styles=", ".join(st.styles.names)),
+    style = st.styles.resolve(style_arg) if style_arg else None
+    if style_arg and style is None and len((message.text or message.caption or "").split()) == 2:
+        await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=", ".join(st.styles.names)),
                                  do_quote=True)
         return
+    style = style or await user_style(st, user)
     await st.runner.run(Request(
         job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
         style=style, sources=tuple(sources), settings=await chat_settings(st, message.chat_id),
@@ -235,12 +298,12 @@ async def button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     b = keyboards.parse(query.data)
     lang = await user_lang(st, user)
     if b is not None and b.action == "l" and b.value in LANGS:
-        await query.answer()
+        await answer_quietly(query)
         await st.cache.set_user_lang(user.id, b.value)
         await query.edit_message_text(t(b.value, "lang_set"))
         return
     if b is not None and b.action == "o" and query.message is not None:
-        await query.answer()
+        await answer_quietly(query)
         chat_id = query.message.chat.id
         await st.cache.set_render_pref(chat_id, b.value, int(b.sha_prefix))
         current = await chat_settings(st, chat_id)
@@ -249,15 +312,15 @@ async def button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     style = st.styles.resolve(b.value) if b is not None and b.action in "srf" else None
     if style is not None and b.action == "s":
-        await query.answer()
+        await answer_quietly(query)
         await st.cache.set_user_style(user.id, style)
         await query.edit_message_text(t(lang, "style_set", style=st.styles.label(style)))
         return
     found = await st.cache.source_of(b.sha_prefix) if style is not None else None
     if found is None or query.message is None:
-        await query.answer(t(lang, "button_expired"), show_alert=True)
+        await answer_quietly(query, t(lang, "button_expired"), alert=True)
         return
-    await query.answer()
+    await answer_quietly(query)
     sha, file_id = found
     message = query.message
     original = getattr(message, "reply_to_message", None)

@@ -70,6 +70,21 @@ TEXTS: dict[str, dict[str, str]] = {
         "too_large": "This image has too many pixels for me to read safely; send a smaller one.",
         "too_small": "This image is too small; send one at least 32 px on each side.",
         "aspect": "This image is too long and thin; the aspect ratio may be at most 20:1.",
+        "download_failed": "I couldn't fetch that file from Telegram. Please send it again.",
+        "rate_limited": "You're sending photos faster than I can draw them (up to {count} a minute). "
+                        "Please wait a minute and send this one again.",
+        "quota_reached": "You've reached today's limit of {count} photos. It resets at midnight UTC.",
+        "not_allowed": "Sorry, this is a private bot. Ask its owner for access.",
+        "admins_only": "That command is only for this bot's admins.",
+        "stats": (
+            "Queue: {waiting} waiting, {running} drawing, {workers} worker(s)\n"
+            "Last hour: {done_hour} photos drawn ({per_min:.1f}/min over the last 10 min)\n"
+            "Last 24 h: {jobs_day} requests, {done_day} photos drawn, {failed_day} failed, {refused_day} refused\n"
+            "Cache: {hits} of {lookups} answered from cache ({hit_rate:.0f}%)\n"
+            "Top problems (24 h): {problems}"
+        ),
+        "none": "none",
+        "first_frame": "🎞 That was an animation: I drew its first frame.",
     },
     "zh": {
         "start": (
@@ -130,6 +145,20 @@ TEXTS: dict[str, dict[str, str]] = {
         "too_large": "图片像素太多，无法安全读取，请发送小一点的。",
         "too_small": "图片太小，每边至少需要 32 像素。",
         "aspect": "图片太细长了，长宽比最多 20:1。",
+        "download_failed": "无法从 Telegram 获取这个文件，请重新发送。",
+        "rate_limited": "你发送照片的速度超过了我的绘制速度（每分钟最多 {count} 张）。请等一分钟再发这张。",
+        "quota_reached": "你已达到今天 {count} 张照片的上限，UTC 午夜重置。",
+        "not_allowed": "抱歉，这是一个私人机器人。请向它的主人申请使用权限。",
+        "admins_only": "这个命令只供本机器人的管理员使用。",
+        "stats": (
+            "队列：{waiting} 张等待，{running} 张绘制中，{workers} 个工作进程\n"
+            "最近一小时：绘制 {done_hour} 张（最近 10 分钟每分钟 {per_min:.1f} 张）\n"
+            "最近 24 小时：{jobs_day} 个请求，绘制 {done_day} 张，失败 {failed_day}，拒绝 {refused_day}\n"
+            "缓存：{lookups} 次中 {hits} 次来自缓存（{hit_rate:.0f}%）\n"
+            "常见问题（24 小时）：{problems}"
+        ),
+        "none": "无",
+        "first_frame": "🎞 这是一个动图：我画了它的第一帧。",
     },
 }
 

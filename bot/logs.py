@@ -24,12 +24,15 @@ class RedactingFormatter(logging.Formatter):
         return text
 
 
-def setup_logging(token: str, level: int = logging.INFO) -> None:
-    """Log to stderr, one line an event; quiet the per-request chatter of httpx."""
+def setup_logging(*secrets: str | None, level: int = logging.INFO) -> None:
+    """Log to stderr, one line an event, with ``secrets`` (the token, a webhook secret) redacted;
+    quiet the per-request chatter of httpx and aiohttp."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", [token]))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                                            [s for s in secrets if s]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

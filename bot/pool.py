@@ -74,6 +74,7 @@ class WorkerPool:
         self._workers: list[_Worker | None] = [None] * size
         self._busy = 0
         self._dispatchers: list[asyncio.Task[None]] = []
+        self._paused = asyncio.Event()  # set: dispatchers take no new tasks (shutting down)
         self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="pool-pipe")
 
     # --- public ---------------------------------------------------------------
@@ -95,6 +96,10 @@ class WorkerPool:
     def running(self) -> int:
         return self._busy
 
+    def alive(self) -> int:
+        """How many worker processes are up (a slot being refilled is not)."""
+        return sum(1 for w in self._workers if w is not None and w.process.is_alive())
+
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w is not None and w.process.pid is not None]
 
@@ -107,15 +112,23 @@ class WorkerPool:
         self._queue.put_nowait(task)
         return task
 
+    async def submit_when_room(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
+        """Queue a conversion, waiting for room: for jobs already promised an answer (recovered ones)."""
+        while self._queue.qsize() >= self.queue_size:
+            await asyncio.sleep(0.2)
+        return self.submit(job_id, data, style, settings)
+
+    def pause(self) -> None:
+        """Let running tasks finish but start no new ones: the first step of a graceful stop."""
+        self._paused.set()
+
     async def close(self) -> None:
-        """Stop dispatching, fail what is still queued, and stop every worker."""
+        """Stop dispatching, drop what is still queued (its jobs stay in the journal), stop every worker."""
         for d in self._dispatchers:
             d.cancel()
         await asyncio.gather(*self._dispatchers, return_exceptions=True)
         while not self._queue.empty():
-            task = self._queue.get_nowait()
-            if not task.result.done():
-                task.result.set_exception(WorkerLost("the bot is shutting down"))
+            self._queue.get_nowait().result.cancel()
         await asyncio.gather(*(asyncio.to_thread(self._stop, w) for w in self._workers if w is not None))
         self._threads.shutdown(wait=False, cancel_futures=True)
 
@@ -124,7 +137,9 @@ class WorkerPool:
     async def _dispatch(self, slot: int) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            task = await self._queue.get()
+            task = await self._next_task()
+            if task is None:
+                return  # paused for a stop
             if task.result.done():  # cancelled by its owner while queued
                 continue
             worker = self._workers[slot]
@@ -156,6 +171,26 @@ class WorkerPool:
                 _fail(task, AnimebotError(reply.message, code=reply.code))
             elif not task.result.done():
                 task.result.set_result(reply)
+
+    async def _next_task(self) -> Task | None:
+        """The next queued task, or None once the pool is paused (even while waiting for one)."""
+        if self._paused.is_set():
+            return None
+        getting = asyncio.ensure_future(self._queue.get())
+        pausing = asyncio.ensure_future(self._paused.wait())
+        try:
+            await asyncio.wait([getting, pausing], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pausing.cancel()
+            if not getting.done():
+                getting.cancel()
+        if getting.cancelled():
+            return None
+        task = getting.result()
+        if self._paused.is_set():  # both at once: leave it queued for close() to drop
+            self._queue.put_nowait(task)
+            return None
+        return task
 
     async def _replace(self, slot: int, why: str) -> _Worker:
         """Kill the slot's worker and start another, retrying with backoff until one starts.

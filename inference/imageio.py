@@ -42,7 +42,8 @@ def decode(data: bytes, limits: ImageLimits = ImageLimits(), at_least: int | Non
     1/4 or 1/8, libjpeg's DCT scaling) whose long side is still at least
     that many pixels: a 12 MP photo bound for 720 px never exists at full
     size. ``img.info["source_size"]`` is always the upright size of the file
-    itself, so callers can size outputs from it exactly.
+    itself, so callers can size outputs from it exactly; ``img.info["frames"]``
+    says how many frames an animation had (only the first is returned).
     """
     if not data:
         raise ImageError("The file is empty.", code="empty")
@@ -58,6 +59,7 @@ def decode(data: bytes, limits: ImageLimits = ImageLimits(), at_least: int | Non
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "Truncated File Read" noise from EXIF parsing
+            frames = getattr(img, "n_frames", 1)
             img.seek(0)  # first frame of a GIF or animated WebP
             source = img.size
             if at_least and img.format in ("JPEG", "MPO") and max(source) > at_least:
@@ -69,6 +71,7 @@ def decode(data: bytes, limits: ImageLimits = ImageLimits(), at_least: int | Non
             turned = img.size != drafted
             rgb = _to_rgb(img)
             rgb.info["source_size"] = source[::-1] if turned else source
+            rgb.info["frames"] = frames
             return rgb
     except ImageError:
         raise

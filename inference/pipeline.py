@@ -56,6 +56,7 @@ class Converted:
     backend: str
     timings: dict[str, float]
     faces: list[dict[str, object]] = field(default_factory=list)
+    frames: int = 1  # an animation's frame count; only its first frame is drawn
 
 
 def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:
@@ -136,4 +137,5 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
         backend=model.backend,
         timings=timings,
         faces=reports,
+        frames=photo.info.get("frames", 1),
     )

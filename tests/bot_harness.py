@@ -26,6 +26,19 @@ def private_chat(uid: int, lang: str = "en") -> tuple[dict[str, Any], dict[str, 
     return {"id": uid, "type": "private", "first_name": user["first_name"]}, user
 
 
+def final_answer(fake: FakeTelegram, message: dict[str, Any], timeout: float = 300) -> str:
+    """'photo', or the text of the bot's final reply to ``message`` (status messages aside)."""
+    def final() -> str | None:
+        for call in fake.replies_to(message):
+            if call.method == "sendPhoto":
+                return "photo"
+            if call.method == "sendMessage" and not call.params["text"].startswith(("In queue", "Drawing")):
+                return str(call.params["text"])
+        return None
+
+    return str(fake.wait_for(final, timeout))
+
+
 def group_chat(gid: int) -> dict[str, Any]:
     return {"id": -gid, "type": "supergroup", "title": f"Group {gid}"}
 
@@ -47,6 +60,11 @@ class RunningBot:
             pids[int(slot)] = int(pid)
         return pids
 
+    def kill9(self) -> None:
+        """A crash: SIGKILL to the bot and its workers at once, as when a container dies."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
     def stop(self, timeout: float = 60) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -58,8 +76,8 @@ class RunningBot:
             raise
 
 
-def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, **env: str) -> RunningBot:
-    """``python -m bot run`` in ``home`` (cwd too, so no developer .env is read), ready to poll."""
+def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **env: str) -> RunningBot:
+    """``python -m bot run ARGS`` in ``home`` (cwd too, so no developer .env is read), ready for updates."""
     home.mkdir(parents=True, exist_ok=True)
     for name in ("models", "cache"):
         (shared_home / name).mkdir(parents=True, exist_ok=True)
@@ -75,12 +93,14 @@ def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, **env: str) -> 
         **env,
     }
     log_path = home / "bot.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=home, env=full_env,
-                                   stdout=log, stderr=subprocess.STDOUT)
+    before = log_path.stat().st_size if log_path.exists() else 0
+    with log_path.open("ab") as log:  # a restarted bot appends
+        process = subprocess.Popen([sys.executable, "-m", "bot", "run", *args], cwd=home, env=full_env,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     bot = RunningBot(process, fake, home, log_path)
     try:
-        fake.wait_for(lambda: process.poll() is not None or "ready: styles" in bot.log(), timeout=600)
+        fake.wait_for(lambda: process.poll() is not None or b"ready: styles" in log_path.read_bytes()[before:],
+                      timeout=600)
         if process.poll() is not None:
             raise RuntimeError(f"the bot exited with {process.returncode}:\n{bot.log()}")
     except BaseException:

@@ -51,6 +51,23 @@ class Call:
     result: Any = None
 
 
+@dataclass(frozen=True)
+class Fault:
+    """What one call suffers: an API error (with ``retry_after`` for flood control), or, with
+    ``code=0``, a connection dropped without an answer, as a network failure looks."""
+
+    code: int = 0
+    description: str = ""
+    retry_after: int | None = None
+
+
+DROP = Fault()
+
+
+def flood(seconds: int = 1) -> Fault:
+    return Fault(429, f"Too Many Requests: retry after {seconds}", seconds)
+
+
 @dataclass
 class StoredFile:
     data: bytes
@@ -64,6 +81,9 @@ class FakeTelegram:
 
     def __init__(self, missing: tuple[str, ...] = ()) -> None:
         self.missing = set(missing)  # methods to answer 404, as a minimal Bot API would
+        self.faults: dict[str, list[Fault]] = {}  # method (or "download") -> what its next calls suffer
+        self.blocked: set[int] = set()  # users who blocked the bot: sending to them is Forbidden
+        self.webhook: dict[str, Any] = {}
         self.calls: list[Call] = []
         self.downloads: list[str] = []
         self.files: dict[str, StoredFile] = {}
@@ -107,8 +127,9 @@ class FakeTelegram:
 
     def photo_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, caption: str | None = None,
                       reply_to: dict[str, Any] | None = None, media_group_id: str | None = None,
-                      same_file: StoredFile | None = None) -> dict[str, Any]:
-        """A user's photo message; ``same_file`` resends an already known photo, as forwarding does."""
+                      same_file: StoredFile | None = None, push: bool = True) -> dict[str, Any]:
+        """A user's photo message; ``same_file`` resends an already known photo, as forwarding does.
+        With ``push=False`` the message exists but no update carries it (the test delivers it)."""
         f = same_file or self.store_file(data)
         w, h = Image.open(io.BytesIO(f.data)).size
         msg = self._message(chat, user, photo=[_photo_size(f, w, h)])
@@ -120,7 +141,7 @@ class FakeTelegram:
             msg["reply_to_message"] = reply_to
         if media_group_id is not None:
             msg["media_group_id"] = media_group_id
-        return self.push({"message": msg})
+        return self.push({"message": msg}) if push else msg
 
     def document_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, file_name: str,
                          mime_type: str) -> dict[str, Any]:
@@ -151,6 +172,21 @@ class FakeTelegram:
             self._updates.append(update)
             self._cond.notify_all()
         return next(iter(payload.values()))
+
+    def inject(self, method: str, *faults: Fault) -> None:
+        """The next calls of ``method`` ("download" for file downloads) suffer ``faults``, in order."""
+        with self._cond:
+            self.faults.setdefault(method, []).extend(faults)
+
+    def take_fault(self, method: str) -> Fault | None:
+        with self._cond:
+            queue = self.faults.get(method)
+            return queue.pop(0) if queue else None
+
+    def delete_user_message(self, message: dict[str, Any]) -> None:
+        """The user deletes their message (the one the bot would reply to)."""
+        with self._cond:
+            self.messages.pop((message["chat"]["id"], message["message_id"]), None)
 
     # --- what the bot did ---------------------------------------------------------------
 
@@ -206,6 +242,8 @@ class FakeTelegram:
 
     def _bot_message(self, params: dict[str, Any], **content: Any) -> dict[str, Any]:
         chat_id = int(params["chat_id"])
+        if chat_id in self.blocked:
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
         chat = next((m["chat"] for (c, _), m in self.messages.items() if c == chat_id),
                     {"id": chat_id, "type": "private" if chat_id > 0 else "group"})
         msg = self._message(chat, BOT_USER, **content)
@@ -249,6 +287,10 @@ class FakeTelegram:
         return BOT_USER
 
     def _m_deleteWebhook(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return True
+
+    def _m_setWebhook(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        self.webhook = dict(params)
         return True
 
     _m_setMyCommands = _m_deleteWebhook
@@ -326,6 +368,10 @@ class FakeTelegram:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _drop(self) -> None:
+                """Hang up without an answer."""
+                self.close_connection = True
+
             def do_GET(self) -> None:  # file downloads
                 prefix = f"/file/bot{TOKEN}/"
                 path = urllib.parse.unquote(self.path)
@@ -335,6 +381,8 @@ class FakeTelegram:
                 f = next((f for f in list(fake.files.values()) if f.path == wanted), None)
                 if f is None:
                     return self._reply(404, b"not found", "text/plain")
+                if fake.take_fault("download") is not None:
+                    return self._drop()
                 with fake._cond:
                     fake.downloads.append(wanted)
                 self._reply(200, f.data, "application/octet-stream")
@@ -347,6 +395,13 @@ class FakeTelegram:
                 token, method = self.path[len(prefix):].split("/", 1)
                 if token != TOKEN:
                     return self._reply(401, b'{"ok":false,"error_code":401,"description":"Unauthorized"}')
+                if (fault := fake.take_fault(method)) is not None:
+                    if not fault.code:
+                        return self._drop()
+                    out: dict[str, Any] = {"ok": False, "error_code": fault.code, "description": fault.description}
+                    if fault.retry_after is not None:
+                        out["parameters"] = {"retry_after": fault.retry_after}
+                    return self._reply(fault.code, json.dumps(out).encode())
                 try:
                     params, files = _parse_body(self.headers.get("Content-Type", ""), body)
                     result = fake.call(method, params, files)

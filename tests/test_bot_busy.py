@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.bot_harness import RunningBot, private_chat, start_bot
+from tests.bot_harness import RunningBot, final_answer, private_chat, start_bot
 from tests.conftest import PHOTOS
 from tests.fake_telegram import FakeTelegram
 from weights.store import ModelStore
@@ -23,26 +23,13 @@ def small_bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) 
         assert bot.stop() == 0, bot.log()
 
 
-def answer(fake: FakeTelegram, message: dict) -> str:
-    """'photo', or the text of the bot's final reply to ``message``."""
-    def final() -> str | None:
-        for call in fake.replies_to(message):
-            if call.method == "sendPhoto":
-                return "photo"
-            if call.method == "sendMessage" and not call.params["text"].startswith(("In queue", "Drawing")):
-                return str(call.params["text"])
-        return None
-
-    return str(fake.wait_for(final, 300))
-
-
 def test_a_full_queue_answers_busy_and_everyone_gets_an_answer(small_bot: tuple[RunningBot, FakeTelegram]) -> None:
     bot, fake = small_bot
     sent = []
     for i, name in enumerate(BIG):
         chat, user = private_chat(300 + i)
         sent.append(fake.photo_message(chat, user, (PHOTOS / name).read_bytes()))
-    answers = [answer(fake, m) for m in sent]
+    answers = [final_answer(fake, m) for m in sent]
     assert "photo" in answers
     assert any("busy" in a for a in answers), answers
     assert all(a == "photo" or "busy" in a for a in answers), answers
@@ -53,5 +40,5 @@ def test_one_user_cannot_fill_the_queue(small_bot: tuple[RunningBot, FakeTelegra
     chat, user = private_chat(310)
     first = fake.photo_message(chat, user, (PHOTOS / "portrait_900x1200.jpg").read_bytes())
     second = fake.photo_message(chat, user, (PHOTOS / "group_3_faces.jpg").read_bytes())
-    assert answer(fake, first) == "photo"
-    assert "Please wait until the photos you already sent are done" in answer(fake, second)
+    assert final_answer(fake, first) == "photo"
+    assert "Please wait until the photos you already sent are done" in final_answer(fake, second)

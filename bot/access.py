@@ -1,0 +1,67 @@
+"""Who may use the bot, and how much: admins, the allowlist, a rate limit and a daily quota.
+
+The limits are counted from the journal's job rows, so they survive a
+restart and need no table of their own. Photos refused by a limit do not
+count against it (otherwise a user who keeps trying would stay locked out),
+and failed photos (a corrupt file, a busy queue) do not use up the day's
+quota. Admins have no limits.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from storage.journal import Journal
+
+COUNTED_PER_MINUTE = ("queued", "running", "done", "failed")
+COUNTED_PER_DAY = ("queued", "running", "done")
+
+
+@dataclass(frozen=True)
+class Access:
+    """``allowlist`` holds user ids and group chat ids; empty means everyone may use the bot."""
+
+    admins: frozenset[int] = frozenset()
+    allowlist: frozenset[int] = frozenset()
+
+    def is_admin(self, user_id: int | None) -> bool:
+        return user_id is not None and user_id in self.admins
+
+    def allows(self, user_id: int | None, chat_id: int | None) -> bool:
+        if not self.allowlist or self.is_admin(user_id):
+            return True
+        return (user_id is not None and user_id in self.allowlist) or (chat_id is not None and chat_id in self.allowlist)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request was not taken on: an i18n key and its values."""
+
+    code: str
+    values: dict[str, object]
+
+
+class Limits:
+    """``per_minute`` and ``per_day`` photos per user; 0 switches a limit off."""
+
+    def __init__(self, journal: Journal, access: Access, per_minute: int, per_day: int) -> None:
+        self.journal = journal
+        self.access = access
+        self.per_minute = per_minute
+        self.per_day = per_day
+
+    async def refusal(self, user_id: int, photos: int, now: float | None = None) -> Refusal | None:
+        """None if ``photos`` more photos are within the user's limits, else why not."""
+        if self.access.is_admin(user_id):
+            return None
+        now = time.time() if now is None else now
+        if self.per_minute:
+            recent = await self.journal.photos_since(user_id, now - 60, COUNTED_PER_MINUTE)
+            if recent and recent + photos > self.per_minute:
+                return Refusal("rate_limited", {"count": self.per_minute})
+        if self.per_day:
+            day_start = now - now % 86400  # UTC midnight
+            today = await self.journal.photos_since(user_id, day_start, COUNTED_PER_DAY)
+            if today + photos > self.per_day:
+                return Refusal("quota_reached", {"count": self.per_day})
+        return None

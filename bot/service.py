@@ -1,0 +1,135 @@
+"""The bot's lifetime: start, recover, take updates, and stop gracefully.
+
+Start: the workers load their models, jobs a crash or a stop left open run
+again, unhandled updates are replayed, and only then do new updates come in
+(by polling, or by webhook).
+
+Stop (SIGTERM or SIGINT): no new updates are taken; photos already on a
+worker get up to ``stop_wait_s`` to be drawn and sent; everything else stays
+open in the journal for the next start. Then the process exits 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import signal
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from telegram import Update
+from telegram.error import TelegramError
+from telegram.ext import Application
+
+from bot.config import Config
+from bot.handlers import BotState
+from bot.intake import Intake
+from bot.polling import poll
+from bot.webhook import WebhookServer
+
+log = logging.getLogger("animebot")
+
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+HEARTBEAT_EVERY_S = 15.0
+HEARTBEAT_STALE_S = 90.0
+PRUNE_EVERY_S = 3600.0
+
+
+def heartbeat_path(home: Path) -> Path:
+    return home / "heartbeat"
+
+
+async def serve(app: Application, cfg: Config) -> None:
+    """Run the bot until SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with app:  # initialize (getMe) and, on the way out, shutdown
+        try:
+            if app.post_init:
+                await app.post_init(app)  # cache, journal, workers, runner (bot/app.py)
+            await app.start()
+            st: BotState = app.bot_data["animebot"]
+            intake = Intake(app, st.runner.journal)
+            resumed = await st.runner.recover()
+            replayed = await intake.replay()
+            if resumed or replayed:
+                log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
+            chores = asyncio.create_task(_chores(st, cfg.home))
+            server = None
+            try:
+                if cfg.webhook_url:
+                    server = await _start_webhook(app, cfg, intake, st)
+                    source: asyncio.Task[object] = asyncio.create_task(stop.wait())
+                else:
+                    try:
+                        await app.bot.delete_webhook()
+                    except TelegramError as exc:
+                        log.info("deleteWebhook not done (%s); polling anyway", exc.__class__.__name__)
+                    offset = await st.runner.journal.next_offset()
+                    source = asyncio.create_task(poll(app, intake, offset, cfg.poll_timeout_s, ALLOWED_UPDATES))
+                stopping = asyncio.create_task(stop.wait())
+                await asyncio.wait([source, stopping], return_when=asyncio.FIRST_COMPLETED)
+                log.info("stopping: no new updates; up to %.0f s for the photos being drawn", cfg.stop_wait_s)
+                if server is not None:
+                    server.stopping = True
+                for task in (source, stopping):
+                    task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await source  # re-raises InvalidToken, if that is why polling ended
+                await st.runner.drain(cfg.stop_wait_s)
+                await intake.cancel()
+            finally:
+                chores.cancel()
+                if server is not None:
+                    await server.stop()
+                await app.stop()
+        finally:
+            if app.post_shutdown:
+                await app.post_shutdown(app)
+            heartbeat_path(cfg.home).unlink(missing_ok=True)
+    log.info("stopped")
+
+
+async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotState) -> WebhookServer:
+    """Listen, then tell Telegram where. A secret is made up when none is configured."""
+    secret = cfg.webhook_secret or secrets.token_urlsafe(32)
+    path = urlsplit(cfg.webhook_url).path or "/"
+
+    def health() -> dict[str, object]:
+        alive = st.runner.pool.alive()
+        return {"ok": alive == st.runner.pool.size, "workers": alive, "waiting": st.runner.pool.waiting}
+
+    server = WebhookServer(intake, path, secret, health, cfg.webhook_listen, cfg.webhook_port)
+    await server.start()
+    await app.bot.set_webhook(cfg.webhook_url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
+    return server
+
+
+async def _chores(st: BotState, home: Path) -> None:
+    """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up);
+    every hour, forget old journal rows."""
+    beat = heartbeat_path(home)
+    last_prune = 0.0
+    while True:
+        if st.runner.pool.alive() == st.runner.pool.size:
+            beat.write_text(f"{time.time():.0f}\n")
+        if time.monotonic() - last_prune > PRUNE_EVERY_S:
+            await st.runner.journal.prune()
+            last_prune = time.monotonic()
+        await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+
+def health(home: Path) -> tuple[bool, str]:
+    """For Docker's HEALTHCHECK: is a bot in ``home`` running with all its workers?"""
+    beat = heartbeat_path(home)
+    try:
+        age = time.time() - float(beat.read_text().strip())
+    except (OSError, ValueError):
+        return False, f"no heartbeat at {beat}: the bot is not running (or still loading its models)"
+    if age > HEARTBEAT_STALE_S:
+        return False, f"the last heartbeat is {age:.0f} s old: the bot is stuck or a worker is down"
+    return True, f"ok (heartbeat {age:.0f} s ago)"

@@ -1,0 +1,206 @@
+"""The bot's journal: every update and every accepted request, durably, in SQLite.
+
+This is what makes "never lose a photo" true across a crash or a restart.
+
+- ``updates`` holds each update exactly as Telegram sent it. It is written
+  before the update's offset is confirmed to Telegram (our next getUpdates)
+  or before a webhook answers 200, and marked handled once its handler has
+  returned. At start the unhandled ones are handed to the handlers again.
+- ``jobs`` holds one row per request the bot took on, with the request itself
+  (as JSON) so it can run again. A job is ``queued`` or ``running`` until it is
+  answered: ``done`` (the image was sent), ``failed`` (a sentence saying why
+  was sent) or ``refused`` (a rate limit or quota said no). Answered jobs are
+  never run again, so a result is never sent twice.
+
+It shares the cache's SQLite file through a connection of its own; WAL lets
+both write without blocking each other for long.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS updates (
+    update_id INTEGER PRIMARY KEY,
+    payload TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    handled INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    chat_id INTEGER NOT NULL,
+    user_id INTEGER NOT NULL,
+    photos INTEGER NOT NULL,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,              -- queued, running, done, failed, refused
+    outcome TEXT,                     -- why it failed or was refused, for /stats
+    attempts INTEGER NOT NULL DEFAULT 0,
+    status_message_id INTEGER,        -- the "in queue" message, removed on recovery
+    created_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user_id, created_at);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+"""
+
+OPEN_STATES = ("queued", "running")
+KEEP_JOBS_S = 3 * 86400  # long enough for a day's quota and for /stats
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    request: str
+    attempts: int
+    status_message_id: int | None
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """What /stats shows about the jobs of a recent period."""
+
+    by_state: dict[str, int]
+    photos_done: int
+    top_outcomes: list[tuple[str, int]]
+
+
+class Journal:
+    """Open with ``await Journal.open(path)``; close with ``await journal.close()``."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+    @classmethod
+    async def open(cls, db_path: Path) -> "Journal":
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(db_path, timeout=30)
+        await db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL: a commit survives the process dying (kill -9), which is what
+        # we promise; only a power cut may lose the last few.
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.executescript(SCHEMA)
+        await db.commit()
+        return cls(db)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    # --- updates -------------------------------------------------------------------
+
+    async def add_updates(self, updates: Sequence[tuple[int, str]]) -> list[int]:
+        """Store ``(update_id, json)`` pairs; return the ids not seen before, in order.
+
+        Telegram re-sends an update until a later offset confirms it, so after
+        a restart some arrive twice: those are stored once and handed out once.
+        """
+        if not updates:
+            return []
+        ids = [uid for uid, _ in updates]
+        marks = ",".join("?" * len(ids))
+        async with self._db.execute(f"SELECT update_id FROM updates WHERE update_id IN ({marks})", ids) as cur:
+            known = {row[0] for row in await cur.fetchall()}
+        now = time.time()
+        fresh = [(uid, payload, now) for uid, payload in updates if uid not in known]
+        await self._db.executemany("INSERT INTO updates (update_id, payload, received_at) VALUES (?, ?, ?)", fresh)
+        await self._db.commit()
+        return [uid for uid, _, _ in fresh]
+
+    async def update_handled(self, update_id: int) -> None:
+        await self._db.execute("UPDATE updates SET handled = 1 WHERE update_id = ?", (update_id,))
+        await self._db.commit()
+
+    async def unhandled_updates(self) -> list[tuple[int, str]]:
+        async with self._db.execute(
+            "SELECT update_id, payload FROM updates WHERE handled = 0 ORDER BY update_id"
+        ) as cur:
+            return [(row[0], row[1]) for row in await cur.fetchall()]
+
+    async def next_offset(self) -> int:
+        """The offset that confirms every update stored so far (0: none yet)."""
+        async with self._db.execute("SELECT MAX(update_id) FROM updates") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) + 1 if row and row[0] is not None else 0
+
+    # --- jobs -----------------------------------------------------------------------
+
+    async def job_state(self, job_id: str) -> str | None:
+        async with self._db.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)) as cur:
+            row = await cur.fetchone()
+        return row[0] if row else None
+
+    async def create_job(self, job_id: str, chat_id: int, user_id: int, photos: int, request: str,
+                         state: str = "queued", outcome: str | None = None) -> bool:
+        """Record a request; False if a job of that id already exists (a replayed update)."""
+        cur = await self._db.execute(
+            "INSERT OR IGNORE INTO jobs (job_id, chat_id, user_id, photos, request, state, outcome, created_at,"
+            " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (job_id, chat_id, user_id, photos, request, state, outcome, time.time(),
+             None if state in OPEN_STATES else time.time()),
+        )
+        await self._db.commit()
+        return cur.rowcount == 1
+
+    async def job_running(self, job_id: str) -> None:
+        await self._db.execute("UPDATE jobs SET state = 'running' WHERE job_id = ? AND state = 'queued'", (job_id,))
+        await self._db.commit()
+
+    async def finish_job(self, job_id: str, state: str, outcome: str | None = None) -> None:
+        await self._db.execute("UPDATE jobs SET state = ?, outcome = ?, finished_at = ? WHERE job_id = ?",
+                               (state, outcome, time.time(), job_id))
+        await self._db.commit()
+
+    async def set_status_message(self, job_id: str, message_id: int | None) -> None:
+        await self._db.execute("UPDATE jobs SET status_message_id = ? WHERE job_id = ?", (message_id, job_id))
+        await self._db.commit()
+
+    async def open_jobs(self) -> list[JobRow]:
+        """Jobs taken on but not answered, oldest first, each counted as one more attempt."""
+        await self._db.execute(f"UPDATE jobs SET attempts = attempts + 1 WHERE state IN {OPEN_STATES}")
+        await self._db.commit()
+        async with self._db.execute(
+            f"SELECT job_id, request, attempts, status_message_id FROM jobs WHERE state IN {OPEN_STATES}"
+            " ORDER BY created_at"
+        ) as cur:
+            return [JobRow(*row) for row in await cur.fetchall()]
+
+    # --- limits and stats ---------------------------------------------------------------
+
+    async def photos_since(self, user_id: int, since: float, states: Iterable[str]) -> int:
+        """Photos in the user's jobs created since ``since`` whose state is one of ``states``."""
+        wanted = tuple(states)
+        marks = ",".join("?" * len(wanted))
+        async with self._db.execute(
+            f"SELECT COALESCE(SUM(photos), 0) FROM jobs WHERE user_id = ? AND created_at >= ? AND state IN ({marks})",
+            (user_id, since, *wanted),
+        ) as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def counts_since(self, since: float, top: int = 5) -> JobCounts:
+        async with self._db.execute(
+            "SELECT state, COUNT(*), COALESCE(SUM(photos), 0) FROM jobs WHERE created_at >= ? GROUP BY state",
+            (since,),
+        ) as cur:
+            rows = await cur.fetchall()
+        by_state = {state: count for state, count, _ in rows}
+        photos_done = sum(photos for state, _, photos in rows if state == "done")
+        async with self._db.execute(
+            "SELECT outcome, COUNT(*) FROM jobs WHERE created_at >= ? AND state IN ('failed', 'refused')"
+            " AND outcome IS NOT NULL GROUP BY outcome ORDER BY COUNT(*) DESC LIMIT ?",
+            (since, top),
+        ) as cur:
+            outcomes = [(o, n) for o, n in await cur.fetchall()]
+        return JobCounts(by_state, photos_done, outcomes)
+
+    async def prune(self, now: float | None = None) -> None:
+        """Forget answered jobs after a few days and handled updates (but the newest, for the offset)."""
+        now = time.time() if now is None else now
+        await self._db.execute(f"DELETE FROM jobs WHERE state NOT IN {OPEN_STATES} AND created_at < ?",
+                               (now - KEEP_JOBS_S,))
+        await self._db.execute("DELETE FROM updates WHERE handled = 1 AND update_id < (SELECT MAX(update_id) FROM updates)")
+        await self._db.commit()

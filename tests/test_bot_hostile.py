@@ -1,0 +1,147 @@
+"""Hostile and broken input, sent through the fake Bot API: each gets one clear answer, and the bot
+keeps serving everyone else (a normal photo still converts afterwards)."""
+from __future__ import annotations
+
+import io
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from tests.conftest import PHOTOS
+from tests.fake_telegram import TOKEN, Call, FakeTelegram
+from weights.store import ModelStore
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+STATUS = ("In queue", "Drawing")
+
+
+@pytest.fixture(scope="module")
+def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+    with FakeTelegram() as fake:
+        running = start_bot(fake, tmp_path_factory.mktemp("hostile"), real_store.home, ANIMEBOT_MAX_SIDE="256",
+                            ANIMEBOT_RATE_PER_MINUTE="0")
+        yield running, fake
+        assert running.stop() == 0, running.log()
+        assert TOKEN not in running.log()
+
+
+def png(size: tuple[int, int], mode: str = "RGB") -> bytes:
+    buf = io.BytesIO()
+    Image.new(mode, size, 0 if mode == "1" else (120, 140, 160)[: len(mode)] if mode != "L" else 128).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def animation(fmt: str) -> bytes:
+    frames = [Image.new("RGB", (240, 180), colour) for colour in ((200, 40, 40), (40, 200, 40), (40, 40, 200))]
+    buf = io.BytesIO()
+    frames[0].save(buf, fmt, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    return buf.getvalue()
+
+
+def only_answer(fake: FakeTelegram, message: dict[str, Any]) -> Call:
+    """The one answer to ``message`` (status messages aside); fails if there are two."""
+    def final() -> list[Call]:
+        return [c for c in fake.replies_to(message)
+                if c.method in ("sendPhoto", "sendDocument")
+                or (c.method == "sendMessage" and not c.params["text"].startswith(STATUS))]
+
+    got = fake.wait_for(final, 180)
+    assert len(got) == 1, [c.params for c in got]
+    return got[0]
+
+
+JPEG = (PHOTOS / "square_512.jpg").read_bytes()
+FILES = {
+    # name: (bytes, file name, mime type, what the answer says)
+    "random bytes": (os.urandom(5000), "photo.jpg", "image/jpeg", "not an image"),
+    "truncated jpeg": (JPEG[: len(JPEG) * 2 // 5], "cut.jpg", "image/jpeg", "damaged or truncated"),
+    "text named .jpg": (b"hello, this is not a picture\n" * 20, "cat.jpg", "image/jpeg", "not an image"),
+    "zero bytes": (b"", "empty.jpg", "image/jpeg", "empty"),
+    "decompression bomb": (png((20000, 20000), "1"), "bomb.png", "image/png", "too large"),
+    "1x1": (png((1, 1)), "dot.png", "image/png", "too small"),
+    "aspect 30:1": (png((3000, 100)), "strip.png", "image/png", "long and thin"),
+}
+
+
+@pytest.mark.parametrize("case", list(FILES))
+def test_a_broken_file_gets_one_clear_sentence(bot: tuple[RunningBot, FakeTelegram], case: str) -> None:
+    _, fake = bot
+    data, name, mime, says = FILES[case]
+    chat, user = private_chat(900 + list(FILES).index(case))
+    msg = fake.document_message(chat, user, data, name, mime)
+    answer = only_answer(fake, msg)
+    assert answer.method == "sendMessage" and says in answer.params["text"], answer.params
+    assert "Traceback" not in answer.params["text"]
+
+
+def test_a_bomb_is_refused_from_its_header(bot: tuple[RunningBot, FakeTelegram]) -> None:
+    """Few kilobytes that claim 400 MP: refused without decoding them (the bomb test above got its
+    answer; here we check the file really is tiny, so the refusal cannot be a size limit)."""
+    assert len(FILES["decompression bomb"][0]) < 200_000
+
+
+def test_a_file_over_20_mb_is_refused_without_fetching_it(bot: tuple[RunningBot, FakeTelegram]) -> None:
+    _, fake = bot
+    chat, user = private_chat(950)
+    msg = fake.document_message(chat, user, b"\xff\xd8" + bytes(21 * 2**20), "huge.jpg", "image/jpeg")
+    answer = only_answer(fake, msg)
+    assert "up to 20 MB" in answer.params["text"]
+    assert not [c for c in fake.calls_to("getFile") if c.params["file_id"] == msg["document"]["file_id"]]
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "WEBP"])
+def test_an_animation_is_drawn_from_its_first_frame_and_says_so(bot: tuple[RunningBot, FakeTelegram], fmt: str) -> None:
+    _, fake = bot
+    chat, user = private_chat(960 + len(fmt))
+    msg = fake.document_message(chat, user, animation(fmt), f"loop.{fmt.lower()}", f"image/{fmt.lower()}")
+    answer = only_answer(fake, msg)
+    assert answer.method == "sendPhoto"
+    assert "first frame" in answer.params.get("caption", "")
+
+
+def test_huge_text_and_captions_and_unknown_commands(bot: tuple[RunningBot, FakeTelegram]) -> None:
+    _, fake = bot
+    chat, user = private_chat(970)
+    photo = fake.photo_message(chat, user, JPEG, caption="x" * 5000)
+    assert only_answer(fake, photo).method == "sendPhoto"
+    for uid, text, says in ((971, "y" * 4096, "Send me a photo"),
+                            (972, "/frobnicate " + "z" * 3000, "don't know that command")):
+        chat, user = private_chat(uid)  # a chat of its own: these replies don't quote the message
+        fake.text_message(chat, user, text)
+        replies = fake.wait_for(lambda: fake.messages_to(uid), 60)
+        time.sleep(0.5)
+        assert len(fake.messages_to(uid)) == 1 and says in replies[0].params["text"]
+    group = group_chat(970)
+    unasked = fake.photo_message(group, user, JPEG, caption="nice " * 200)
+    asked = fake.photo_message(group, user, JPEG, caption="/anime look at this " + "w " * 450)
+    assert only_answer(fake, asked).method == "sendPhoto"  # prose after /anime is not a style
+    one_word = fake.photo_message(group, user, JPEG, caption="/anime " + "w" * 900)
+    refusal = only_answer(fake, one_word).params["text"]
+    assert "don't know the style" in refusal and len(refusal) < 200
+    assert not fake.replies_to(unasked)  # a group photo nobody asked about
+
+
+@pytest.mark.parametrize("data", ["r:hayao:0123456789abcdef", "r:nosuchstyle:0123456789abcdef", "f:hayao:zz",
+                                  "\x00\x01garbage", "", "o:faces:notanumber", "s:" + "h" * 60])
+def test_forged_or_expired_buttons_are_answered_and_harmless(bot: tuple[RunningBot, FakeTelegram], data: str) -> None:
+    _, fake = bot
+    chat, user = private_chat(980)
+    message = fake.text_message(chat, user, "(a message the button sits under)")
+    query = fake.press(user, message, data)
+    answers = fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery")
+                                     if c.params["callback_query_id"] == query["id"]], 60)
+    assert len(answers) == 1
+
+
+def test_the_bot_still_serves_after_all_that(bot: tuple[RunningBot, FakeTelegram]) -> None:
+    running, fake = bot
+    chat, user = private_chat(999)
+    msg = fake.photo_message(chat, user, (PHOTOS / "portrait_closeup.jpg").read_bytes())
+    assert only_answer(fake, msg).method == "sendPhoto"
+    assert running.process.poll() is None
+    assert "Traceback" not in running.log()
