@@ -66,8 +66,7 @@ def build_application(cfg: Config) -> Application:
     async def startup(app: Application) -> None:
         cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
         app.bot_data["cache"] = cache
-        journal = await Journal.open(cfg.home / "bot.db")
-        app.bot_data["journal"] = journal
+        journal = await Journal.using(cache.db)
         pool = WorkerPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
                           cfg.workers, cfg.queue_size, cfg.job_timeout_s)
         app.bot_data["pool"] = pool
@@ -85,9 +84,8 @@ def build_application(cfg: Config) -> Application:
     async def shutdown(app: Application) -> None:
         if pool := app.bot_data.get("pool"):
             await pool.close()
-        for name in ("journal", "cache"):
-            if store := app.bot_data.get(name):
-                await store.close()
+        if cache := app.bot_data.get("cache"):
+            await cache.close()  # the journal's connection too
 
     app = (
         Application.builder()

@@ -85,12 +85,17 @@ class Cache:
     async def open(cls, db_path: Path, results_dir: Path, max_bytes: int = 2 << 30) -> "Cache":
         db_path.parent.mkdir(parents=True, exist_ok=True)
         results_dir.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(db_path)
+        db = await aiosqlite.connect(db_path, timeout=30)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
         await db.executescript(SCHEMA)
         await db.commit()
         return cls(db, results_dir, max_bytes)
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        """The connection, for other stores that keep their tables in the same file."""
+        return self._db
 
     async def close(self) -> None:
         await self._db.close()

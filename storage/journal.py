@@ -12,8 +12,9 @@ This is what makes "never lose a photo" true across a crash or a restart.
   was sent) or ``refused`` (a rate limit or quota said no). Answered jobs are
   never run again, so a result is never sent twice.
 
-It shares the cache's SQLite file through a connection of its own; WAL lets
-both write without blocking each other for long.
+The bot keeps it in the cache's SQLite file and on the cache's connection
+(:meth:`Journal.using`): one aiosqlite connection runs one statement at a
+time, so the two never hold each other's locks.
 """
 from __future__ import annotations
 
@@ -72,23 +73,35 @@ class JobCounts:
 class Journal:
     """Open with ``await Journal.open(path)``; close with ``await journal.close()``."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: aiosqlite.Connection, owns: bool) -> None:
         self._db = db
+        self._owns = owns
 
     @classmethod
     async def open(cls, db_path: Path) -> "Journal":
+        """A journal on a connection of its own (tools and tests)."""
         db_path.parent.mkdir(parents=True, exist_ok=True)
         db = await aiosqlite.connect(db_path, timeout=30)
         await db.execute("PRAGMA journal_mode=WAL")
         # NORMAL: a commit survives the process dying (kill -9), which is what
         # we promise; only a power cut may lose the last few.
         await db.execute("PRAGMA synchronous=NORMAL")
+        return await cls._ready(db, owns=True)
+
+    @classmethod
+    async def using(cls, db: aiosqlite.Connection) -> "Journal":
+        """A journal on an open connection (the cache's), which stays its owner's to close."""
+        return await cls._ready(db, owns=False)
+
+    @classmethod
+    async def _ready(cls, db: aiosqlite.Connection, owns: bool) -> "Journal":
         await db.executescript(SCHEMA)
         await db.commit()
-        return cls(db)
+        return cls(db, owns)
 
     async def close(self) -> None:
-        await self._db.close()
+        if self._owns:
+            await self._db.close()
 
     # --- updates -------------------------------------------------------------------
 

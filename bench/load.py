@@ -1,0 +1,174 @@
+"""Load test: many users sending photos in bursts to the real bot, through the fake Bot API.
+
+    python -m bench.load --home DIR [--users 60] [--photos 300] [--bursts 6] [--gap 5] [--deadline 900]
+
+``DIR`` is a data dir with ``hayao`` installed (and ``det_500m`` for the face
+pass). The bot runs with its defaults unless ``--env NAME=VALUE`` says
+otherwise. Users are split into ``--bursts`` groups; each group sends all its
+photos at once, ``--gap`` seconds after the previous group. Photos are the
+shared ones and their mirror images, so some requests are repeats (cache
+hits), as in real use.
+
+It reports, in one run:
+
+* that every photo got exactly one answer: a result, or a clear busy or
+  limit sentence (and how many of each);
+* p50 and p95 latency, push to answer, for results and for all answers, also
+  as multiples of one photo's latency on the idle bot, measured first;
+* peak RSS of the bot process and of each worker.
+
+The whole run is bounded by ``--deadline``; photos unanswered by then are
+reported as such (and the run exits 1).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageOps
+
+from bench.memory import peak_rss_mb
+from tests.bot_harness import private_chat, start_bot
+from tests.fake_telegram import Call, FakeTelegram
+
+PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
+STATUS = ("In queue", "Drawing")
+KINDS = (("busy", "busy"), ("per_user_cap", "already sent are done"), ("rate_limited", "a minute"),
+         ("quota", "today's limit"))
+
+
+def photo_set(max_side: int = 1600) -> list[bytes]:
+    """The shared photos and their mirror images, as phone-sized JPEGs."""
+    out = []
+    for path in sorted(PHOTOS.glob("*.jpg")):
+        img = Image.open(path).convert("RGB")
+        img.thumbnail((max_side, max_side))
+        for variant in (img, ImageOps.mirror(img)):
+            buf = io.BytesIO()
+            variant.save(buf, "JPEG", quality=90)
+            out.append(buf.getvalue())
+    return out
+
+
+def answers(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
+    return [c for c in fake.replies_to(message)
+            if c.method == "sendPhoto" or (c.method == "sendMessage" and not c.params["text"].startswith(STATUS))]
+
+
+def kind(call: Call) -> str:
+    if call.method == "sendPhoto":
+        return "result"
+    text = call.params["text"]
+    return next((name for name, marker in KINDS if marker in text), f"other: {text[:60]}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, deadline_s: float,
+             env: dict[str, str]) -> dict[str, Any]:
+    """Run the whole load test; returns the report (see the module docstring)."""
+    pool = photo_set()
+    with FakeTelegram() as fake, tempfile.TemporaryDirectory() as tmp:
+        bot = start_bot(fake, Path(tmp) / "bot", home, **env)
+        errors_log = Path(tmp) / "bot" / "bot.log"
+        try:
+            chat, user = private_chat(1)
+            for data in pool[-2:]:  # the first warms the worker up; the second is the reference
+                t0 = time.monotonic()
+                probe = fake.photo_message(chat, user, data)
+                fake.wait_for(lambda: answers(fake, probe), 300)
+                idle_latency = time.monotonic() - t0
+
+            per_user = max(1, photos // users)
+            groups = [list(range(g, users, bursts)) for g in range(bursts)]
+            sent: list[tuple[dict[str, Any], float]] = []
+            started = time.monotonic()
+            for g, members in enumerate(groups):
+                if g:
+                    time.sleep(gap_s)
+                for i in range(per_user):
+                    for u in members:
+                        c, usr = private_chat(1000 + u)
+                        data = pool[(u * per_user + i) % len(pool)]
+                        sent.append((fake.photo_message(c, usr, data), time.monotonic()))
+            deadline = started + deadline_s
+            try:
+                fake.wait_for(lambda: all(answers(fake, m) for m, _ in sent), max(1.0, deadline - time.monotonic()))
+            except TimeoutError:
+                pass
+            time.sleep(2)  # let a duplicate answer show, if there were one
+            total_s = time.monotonic() - started
+            rss = {"bot": peak_rss_mb(bot.process.pid),
+                   "workers": [peak_rss_mb(pid) for pid in bot.worker_pids().values()]}
+        finally:
+            bot.stop()
+            problems = [line for line in errors_log.read_text().splitlines() if " ERROR " in line]
+
+    counts: dict[str, int] = {}
+    result_lat, all_lat = [], []
+    unanswered = duplicated = 0
+    for message, pushed in sent:
+        got = answers(fake, message)
+        if not got:
+            unanswered += 1
+            continue
+        duplicated += len(got) > 1
+        k = kind(got[0])
+        counts[k] = counts.get(k, 0) + 1
+        latency = got[0].at - pushed
+        all_lat.append(latency)
+        if k == "result":
+            result_lat.append(latency)
+    return {
+        "photos": len(sent), "users": users, "answered": len(sent) - unanswered, "unanswered": unanswered,
+        "answered_twice": duplicated, "kinds": counts, "seconds": total_s,
+        "idle_latency_s": idle_latency,
+        "result_p50_s": percentile(result_lat, 0.5), "result_p95_s": percentile(result_lat, 0.95),
+        "all_p50_s": percentile(all_lat, 0.5), "all_p95_s": percentile(all_lat, 0.95),
+        "results_per_min": len(result_lat) / total_s * 60,
+        "peak_rss_bot_mb": rss["bot"], "peak_rss_workers_mb": rss["workers"],
+        "error_lines": problems[:5],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--home", type=Path, required=True, help="data dir with hayao installed")
+    ap.add_argument("--users", type=int, default=60)
+    ap.add_argument("--photos", type=int, default=300)
+    ap.add_argument("--bursts", type=int, default=6, help="groups of users that send at once")
+    ap.add_argument("--gap", type=float, default=5.0, help="seconds between bursts")
+    ap.add_argument("--deadline", type=float, default=900.0, help="seconds the whole run may take")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="bot setting, repeatable")
+    args = ap.parse_args()
+    env = dict(item.split("=", 1) for item in args.env)
+    r = run_load(args.home.resolve(), args.users, args.photos, args.bursts, args.gap, args.deadline, env)
+    idle = r["idle_latency_s"]
+    print(f"{r['photos']} photos from {r['users']} users in {args.bursts} bursts, {r['seconds']:.0f} s")
+    print(f"answered {r['answered']}, unanswered {r['unanswered']}, answered twice {r['answered_twice']}")
+    print("answers: " + ", ".join(f"{k} {n}" for k, n in sorted(r["kinds"].items())))
+    print("| | p50 s | p95 s | p50 / idle | p95 / idle |")
+    print("|---|---|---|---|---|")
+    print(f"| one photo, idle bot | {idle:.2f} | | 1.00 | |")
+    for name in ("result", "all"):
+        p50, p95 = r[f"{name}_p50_s"], r[f"{name}_p95_s"]
+        print(f"| {name} answers | {p50:.2f} | {p95:.2f} | {p50 / idle:.2f} | {p95 / idle:.2f} |")
+    workers = ", ".join(f"{m:.0f}" for m in r["peak_rss_workers_mb"])
+    print(f"results/min {r['results_per_min']:.1f}; peak RSS bot {r['peak_rss_bot_mb']:.0f} MB, workers {workers} MB")
+    print(json.dumps(r))
+    sys.exit(0 if r["unanswered"] == 0 and r["answered_twice"] == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()
