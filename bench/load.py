@@ -6,8 +6,9 @@
 pass). The bot runs with its defaults unless ``--env NAME=VALUE`` says
 otherwise. Users are split into ``--bursts`` groups; each group sends all its
 photos at once, ``--gap`` seconds after the previous group. Photos are the
-shared ones and their mirror images, so some requests are repeats (cache
-hits), as in real use.
+shared ones and their mirror images (16 distinct); a photo sent again is
+forwarded, as Telegram users share pictures (same ``file_unique_id``), so
+repeats exercise the cache and the drawing of one photo for many requests.
 
 It reports, in one run:
 
@@ -93,6 +94,7 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
             per_user = max(1, photos // users)
             groups = [list(range(g, users, bursts)) for g in range(bursts)]
             sent: list[tuple[dict[str, Any], float]] = []
+            uploaded: dict[int, Any] = {}  # pool index -> the file of its first upload
             started = time.monotonic()
             for g, members in enumerate(groups):
                 if g:
@@ -100,8 +102,10 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
                 for i in range(per_user):
                     for u in members:
                         c, usr = private_chat(1000 + u)
-                        data = pool[(u * per_user + i) % len(pool)]
-                        sent.append((fake.photo_message(c, usr, data), time.monotonic()))
+                        n = (u * per_user + i) % len(pool)
+                        msg = fake.photo_message(c, usr, pool[n], same_file=uploaded.get(n))
+                        uploaded.setdefault(n, fake.files[msg["photo"][-1]["file_id"]])
+                        sent.append((msg, time.monotonic()))
             deadline = started + deadline_s
             try:
                 fake.wait_for(lambda: all(answers(fake, m) for m, _ in sent), max(1.0, deadline - time.monotonic()))

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from telegram import Bot, InputMediaPhoto, Message, ReplyParameters
@@ -129,30 +129,46 @@ class JobRunner:
         self._in_flight: Counter[int] = Counter()
         self._jobs: dict[str, _Job] = {}
         self._recovered: set[asyncio.Task[None]] = set()
+        self._drawing: dict[str, asyncio.Future[CachedResult]] = {}  # result key -> its drawing, shared
         self._stopping = False
 
     async def run(self, req: Request) -> None:
         """Take on and answer a new request; never raises for anything a user or Telegram can cause."""
         if self._stopping:  # its update stays unhandled, and is replayed at the next start
             raise asyncio.CancelledError
-        if await self.journal.job_state(req.job_id) is not None:
-            log.info("job %s: already taken on; its update came again", req.job_id)
-            return
         n = len(req.sources)
-        refusal = None
-        if self._in_flight[req.user_id] and self._in_flight[req.user_id] + n > self.per_user_jobs:
-            refusal = Refusal("per_user_cap", {"count": self.per_user_jobs})
-        elif self.limits is not None:
-            refusal = await self.limits.refusal(req.user_id, n)
-        if refusal is not None:
-            await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req),
-                                          state="refused", outcome=refusal.code)
-            log.info("job %s: refused (%s) for user %s", req.job_id, refusal.code, req.user_id)
-            with contextlib.suppress(TelegramError):
-                await self._say(req, t(req.lang, refusal.code, **refusal.values))
-            return
-        if await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req)):
-            await self._answer(req, recovered=False)
+        over_cap = bool(self._in_flight[req.user_id]) and self._in_flight[req.user_id] + n > self.per_user_jobs
+        with self._reserved(req.user_id, 0 if over_cap else n):  # at once: a user's other photos race us
+            if await self.journal.job_state(req.job_id) is not None:
+                log.info("job %s: already taken on; its update came again", req.job_id)
+                return
+            refusal = Refusal("per_user_cap", {"count": self.per_user_jobs}) if over_cap else None
+            if refusal is None and self.limits is not None:
+                refusal = await self.limits.refusal(req.user_id, n)
+            if refusal is not None:
+                await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req),
+                                              state="refused", outcome=refusal.code)
+                log.info("job %s: refused (%s) for user %s", req.job_id, refusal.code, req.user_id)
+                with contextlib.suppress(TelegramError):
+                    await self._say(req, t(req.lang, refusal.code, **refusal.values))
+                return
+            if await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req)):
+                await self._answer(req, recovered=False)
+
+    @contextlib.contextmanager
+    def _reserved(self, user_id: int, photos: int) -> Iterator[None]:
+        """Count ``photos`` as the user's in flight while the block runs (for the per-user cap)."""
+        self._in_flight[user_id] += photos
+        try:
+            yield
+        finally:
+            self._in_flight[user_id] -= photos
+            if self._in_flight[user_id] <= 0:
+                del self._in_flight[user_id]
+
+    async def _resume(self, req: Request) -> None:
+        with self._reserved(req.user_id, len(req.sources)):
+            await self._answer(req, recovered=True)
 
     async def recover(self) -> int:
         """Start every job a crash or a stop left unanswered; return how many."""
@@ -169,7 +185,7 @@ class JobRunner:
                 await self.journal.finish_job(req.job_id, "failed", "gave_up")
                 continue
             log.info("job %s: resumed (attempt %d)", req.job_id, row.attempts)
-            task = asyncio.create_task(self._answer(req, recovered=True), name=f"job-{req.job_id}")
+            task = asyncio.create_task(self._resume(req), name=f"job-{req.job_id}")
             self._recovered.add(task)
             task.add_done_callback(self._recovered.discard)
         return len(rows)
@@ -191,11 +207,9 @@ class JobRunner:
 
     async def _answer(self, req: Request, recovered: bool) -> None:
         started = time.monotonic()
-        n = len(req.sources)
         current = asyncio.current_task()
         assert current is not None
         self._jobs[req.job_id] = _Job(current)
-        self._in_flight[req.user_id] += n
         lite = self.fast_styles.get(req.style)
         if lite and not req.as_document and self.pool.waiting >= self.fast_queue:
             req = replace(req, style=lite, fast=True)
@@ -215,9 +229,6 @@ class JobRunner:
             await self.journal.finish_job(req.job_id, "failed", "internal")
         finally:
             del self._jobs[req.job_id]
-            self._in_flight[req.user_id] -= n
-            if self._in_flight[req.user_id] <= 0:
-                del self._in_flight[req.user_id]
 
     async def _run(self, req: Request, recovered: bool) -> str:
         """Answer the request and mark it answered in the journal; returns a summary for the log.
@@ -258,9 +269,8 @@ class JobRunner:
         """
         sha = src.sha256 or (await self.cache.content_of(src.file_unique_id) if src.file_unique_id else None)
         version = self.styles.version(req.style, req.settings)
-        if sha and (hit := await self.cache.get(result_key(sha, req.style, version))):
-            await self.cache.bump("cache_hits")
-            return sha, hit, True
+        if sha and (known := await self._known(result_key(sha, req.style, version))):
+            return sha, known, True
         if self.pool.free_slots() < 1 and not recovered:
             raise Failed("busy")
         data = await self._download(req, src)
@@ -268,9 +278,38 @@ class JobRunner:
         if src.file_unique_id:
             await self.cache.remember_upload(src.file_unique_id, sha, src.file_id)
         key = result_key(sha, req.style, version)
+        if known := await self._known(key):
+            return sha, known, True
+        drawing = asyncio.get_running_loop().create_future()
+        drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
+        self._drawing[key] = drawing
+        try:
+            stored = await self._draw(req, key, sha, data, status, recovered)
+            drawing.set_result(stored)
+            return sha, stored, False
+        except asyncio.CancelledError:
+            drawing.cancel()
+            raise
+        except BaseException as exc:
+            drawing.set_exception(exc)
+            raise
+        finally:
+            del self._drawing[key]
+
+    async def _known(self, key: str) -> CachedResult | None:
+        """The result for ``key`` from the cache, or from the same photo being drawn right now
+        (a photo forwarded to the bot by many people at once is drawn once)."""
         if hit := await self.cache.get(key):
             await self.cache.bump("cache_hits")
-            return sha, hit, True
+            return hit
+        if (drawing := self._drawing.get(key)) is not None:
+            await self.cache.bump("cache_hits")
+            return await asyncio.shield(drawing)
+        return None
+
+    async def _draw(self, req: Request, key: str, sha: str, data: bytes, status: "_Status",
+                    recovered: bool) -> CachedResult:
+        """Queue the photo on a worker, wait for it, and store the result."""
         try:
             if recovered:
                 task = await self.pool.submit_when_room(req.job_id, data, req.style, req.settings)
@@ -299,7 +338,7 @@ class JobRunner:
         log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, model %.2f s, %d face pass(es) %.2f s", req.job_id,
                  req.style, *converted.input_size, w, h, task.waited_s, converted.timings["model_s"], passes,
                  converted.timings.get("faces_s", 0.0))
-        return sha, stored, False
+        return stored
 
     async def _mark_running(self, job_id: str, task: Task) -> None:
         await task.started.wait()

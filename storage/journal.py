@@ -184,11 +184,16 @@ class Journal:
     # --- limits and stats ---------------------------------------------------------------
 
     async def photos_since(self, user_id: int, since: float, states: Iterable[str]) -> int:
-        """Photos in the user's jobs created since ``since`` whose state is one of ``states``."""
+        """Photos in the user's jobs created since ``since`` whose state is one of ``states``.
+
+        A job that failed only because the queue was full is never counted:
+        that was the bot's doing, not the user's.
+        """
         wanted = tuple(states)
         marks = ",".join("?" * len(wanted))
         async with self._db.execute(
-            f"SELECT COALESCE(SUM(photos), 0) FROM jobs WHERE user_id = ? AND created_at >= ? AND state IN ({marks})",
+            f"SELECT COALESCE(SUM(photos), 0) FROM jobs WHERE user_id = ? AND created_at >= ? AND state IN ({marks})"
+            " AND NOT (state = 'failed' AND outcome = 'busy')",
             (user_id, since, *wanted),
         ) as cur:
             row = await cur.fetchone()

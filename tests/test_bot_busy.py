@@ -42,3 +42,19 @@ def test_one_user_cannot_fill_the_queue(small_bot: tuple[RunningBot, FakeTelegra
     second = fake.photo_message(chat, user, (PHOTOS / "group_3_faces.jpg").read_bytes())
     assert final_answer(fake, first) == "photo"
     assert "Please wait until the photos you already sent are done" in final_answer(fake, second)
+
+
+def test_a_photo_forwarded_by_many_at_once_is_drawn_once(real_store: ModelStore,
+                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    with FakeTelegram() as fake:
+        bot = start_bot(fake, tmp_path_factory.mktemp("viral"), real_store.home)
+        try:
+            first = private_chat(320)
+            original = fake.photo_message(*first, (PHOTOS / "street_1279x867.jpg").read_bytes())
+            file = fake.files[original["photo"][-1]["file_id"]]
+            forwards = [fake.photo_message(*private_chat(321 + i), b"", same_file=file) for i in range(3)]
+            assert [final_answer(fake, m) for m in [original, *forwards]] == ["photo"] * 4
+            drawn = [line for line in bot.log().splitlines() if "face pass(es)" in line]
+            assert len(drawn) == 1, drawn
+        finally:
+            assert bot.stop() == 0, bot.log()

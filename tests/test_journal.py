@@ -71,6 +71,8 @@ def test_rate_limit_and_quota_count_from_jobs_and_spare_admins(tmp_path: Path) -
         await j.create_job("r", 1, 1, 1, "{}", state="refused", outcome="rate_limited")
         assert (await limits.refusal(1, 1, now)).code == "rate_limited"  # refusals don't extend it
         assert await limits.refusal(1, 1, now + 61) is None
+        await j.create_job("b", 1, 1, 5, "{}", state="failed", outcome="busy")  # the bot's fault, not counted
+        assert await limits.refusal(1, 1, now + 61) is None
         await j.create_job("2", 1, 1, 2, "{}")
         assert (await limits.refusal(1, 1, now)).code == "rate_limited"
         quota = await limits.refusal(1, 1, now + 61)
