@@ -135,8 +135,11 @@ def _run(args: argparse.Namespace) -> int:
     from bot.config import load_config
     from bot.logs import setup_logging
 
+    from weights.provision import provision
+
     cfg = load_config(webhook_url=args.webhook)
     setup_logging(cfg.token, cfg.webhook_secret)
+    provision(ModelStore(cfg.home), cfg.weights, cfg.baked_models)
     run(cfg)
     return 0
 

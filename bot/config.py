@@ -65,6 +65,11 @@ class Config:
     webhook_listen: str = "0.0.0.0"
     webhook_port: int = 8443
     webhook_secret: str | None = None
+    # Models to install at start when missing (the Docker image sets these):
+    # copied from baked_models when a file there has the right hash, else
+    # downloaded. See weights/provision.py.
+    weights: tuple[str, ...] = ()
+    baked_models: Path | None = None
 
     def __repr__(self) -> str:  # the token must never reach a log, even via repr()
         return f"Config(home={self.home}, workers={self.workers}x{self.threads_per_worker}, ...)"
@@ -115,6 +120,8 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         webhook_listen=env.get("ANIMEBOT_WEBHOOK_LISTEN", "").strip() or Config.webhook_listen,
         webhook_port=_int(env, "ANIMEBOT_WEBHOOK_PORT", Config.webhook_port, 1, 65535),
         webhook_secret=_secret(env.get("ANIMEBOT_WEBHOOK_SECRET", "").strip() or None),
+        weights=tuple(n for n in env.get("ANIMEBOT_WEIGHTS", "").replace(" ", "").split(",") if n),
+        baked_models=Path(env["ANIMEBOT_BAKED_MODELS"]) if env.get("ANIMEBOT_BAKED_MODELS") else None,
     )
 
 

@@ -1,0 +1,51 @@
+"""Make sure the models a deployment needs are installed, before the bot starts.
+
+The Docker image calls this on every start (``ANIMEBOT_WEIGHTS``): a model
+already in the data volume is left alone; a missing one is copied from the
+models baked into the image at build time (``ANIMEBOT_BAKED_MODELS``) when a
+file there has its published hash, and downloaded from its public URL
+otherwise. Either way the bytes are verified before they are installed.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from weights.download import download
+from weights.store import ModelStore, WeightsError
+
+log = logging.getLogger("animebot.weights")
+
+
+def provision(store: ModelStore, names: tuple[str, ...], baked: Path | None = None) -> list[str]:
+    """Install each of ``names`` that is missing; returns what was done, one line per model."""
+    done = []
+    for name in names:
+        entry = store.entry(name)  # an unknown name is a WeightsError that lists the known ones
+        if store.is_installed(entry):
+            continue
+        source = _baked_copy(store, name, baked)
+        if source is not None:
+            store.import_file(source)
+            done.append(f"{name}: installed from {source}")
+        else:
+            log.info("%s: downloading from %s", name, entry.url)
+            download(store, entry)
+            done.append(f"{name}: downloaded and verified")
+        log.info(done[-1])
+    return done
+
+
+def _baked_copy(store: ModelStore, name: str, baked: Path | None) -> Path | None:
+    """A file in ``baked`` whose hashes are the model's, if there is one."""
+    if baked is None or not baked.is_dir():
+        return None
+    for path in sorted(baked.iterdir()):
+        if not path.is_file():
+            continue
+        try:
+            if store.identify(path).name == name:
+                return path
+        except WeightsError:
+            continue
+    return None
