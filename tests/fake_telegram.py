@@ -84,6 +84,9 @@ class FakeTelegram:
         self.faults: dict[str, list[Fault]] = {}  # method (or "download") -> what its next calls suffer
         self.blocked: set[int] = set()  # users who blocked the bot: sending to them is Forbidden
         self.webhook: dict[str, Any] = {}
+        # Called with (method, params) as each request arrives; True drops it unanswered and
+        # unrecorded, as if the connection died before Telegram took it (a test's crash point).
+        self.intercept: Callable[[str, dict[str, Any]], bool] | None = None
         self.calls: list[Call] = []
         self.downloads: list[str] = []
         self.files: dict[str, StoredFile] = {}
@@ -395,6 +398,9 @@ class FakeTelegram:
                 token, method = self.path[len(prefix):].split("/", 1)
                 if token != TOKEN:
                     return self._reply(401, b'{"ok":false,"error_code":401,"description":"Unauthorized"}')
+                params, files = _parse_body(self.headers.get("Content-Type", ""), body)
+                if fake.intercept is not None and fake.intercept(method, params):
+                    return self._drop()
                 if (fault := fake.take_fault(method)) is not None:
                     if not fault.code:
                         return self._drop()
@@ -403,7 +409,6 @@ class FakeTelegram:
                         out["parameters"] = {"retry_after": fault.retry_after}
                     return self._reply(fault.code, json.dumps(out).encode())
                 try:
-                    params, files = _parse_body(self.headers.get("Content-Type", ""), body)
                     result = fake.call(method, params, files)
                     out = {"ok": True, "result": result}
                     status = 200
