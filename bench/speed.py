@@ -11,7 +11,8 @@ model-only seconds, the ratio to the reference, PSNR, SSIM and a hue /
 colour error against the reference output, the model file's size, and
 the peak RSS of a fresh process converting every photo once.
 ``--tiny`` runs the whole bench on a tiny random generator and two small
-synthetic photos, to check that it works without the real models.
+synthetic photos, to check that it works without the real models. When the
+data dir has ``hayao-int8`` (``animebot quantize``), it is measured too.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from weights.store import ModelStore
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
 MAX_SIDE = 720
 VARIANTS = ("reference", "torchscript", "onnxruntime")
+INT8 = "hayao-int8"  # measured when installed
 
 
 @dataclass
@@ -100,6 +102,8 @@ def load_variant(name: str, home: Path | None) -> Stylizer:
     if name == "reference":
         entry, path = store.require("hayao")
         return TorchStylizer("hayao", "eager", build_generator(entry, path))
+    if name == INT8:
+        return load_stylizer(store, INT8)
     return load_stylizer(store, "hayao", name)  # type: ignore[arg-type]
 
 
@@ -151,10 +155,16 @@ def model_file_mb(name: str, home: Path | None) -> float:
     if home is None:
         return float("nan")
     store = ModelStore(home)
+    if name == INT8:
+        return store.path(store.entry(INT8)).stat().st_size / 2**20
     files = {"reference": [store.path(store.entry("hayao"))],
              "torchscript": sorted((store.cache_dir / "torchscript").glob("*.pt")),
              "onnxruntime": sorted((store.cache_dir / "onnx").glob("*.onnx"))}[name]
     return files[-1].stat().st_size / 2**20 if files else float("nan")
+
+
+def _installed(store: ModelStore, name: str) -> bool:
+    return any(e.name == name for e in store.entries) and store.is_installed(store.entry(name))
 
 
 def main() -> None:
@@ -177,7 +187,8 @@ def main() -> None:
         print(peak_rss_mb())
         return
 
-    models = {name: load_variant(name, home) for name in VARIANTS}
+    variants = VARIANTS + ((INT8,) if home is not None and _installed(ModelStore(home), INT8) else ())
+    models = {name: load_variant(name, home) for name in variants}
     samples: dict[tuple[str, str], Sample] = {}
     for _ in range(args.runs):  # variants alternate photo by photo, so drift hits them alike
         for photo, data in photos.items():
@@ -191,7 +202,7 @@ def main() -> None:
         return sum(pick(getattr(samples[(name, p)], field)) for p in photos)
 
     rows = []
-    for name in VARIANTS:
+    for name in variants:
         q = [quality(samples[("reference", p)].output, samples[(name, p)].output) for p in photos]
         big = [p for p in photos if p.endswith("@12MP")]
         rows.append({

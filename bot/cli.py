@@ -6,13 +6,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from inference.backends import Stylizer
 from inference.engine import BACKENDS, DEFAULT_BACKEND
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
 from weights.store import ModelStore, WeightsError, data_home
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from weights.registry import ModelEntry
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--fresh", action="store_true", help="start over instead of resuming saved progress")
     pr.set_defaults(handler=_prune)
 
+    q = sub.add_parser("quantize", help="make an int8 copy of a style, checked against the original")
+    q.add_argument("--from", dest="base", default="hayao", help="the installed style to start from (default hayao)")
+    q.add_argument("--photos", type=Path, required=True, help="a folder of photos to calibrate with (8+ is better)")
+    q.add_argument("--name", help="name of the new style (default BASE-int8)")
+    q.add_argument("--keep-fp32", type=int, default=2, help="convolutions kept in fp32 at each end (default 2)")
+    q.set_defaults(handler=_quantize)
+
     r = sub.add_parser("run", help="run the Telegram bot (settings from the environment or .env)")
     r.add_argument("--webhook", metavar="URL",
                    help="take updates by webhook at this https:// URL instead of polling (or ANIMEBOT_WEBHOOK_URL)")
@@ -86,30 +98,70 @@ def _store() -> ModelStore:
     return ModelStore(data_home())
 
 
-def _prune(args: argparse.Namespace) -> int:
+def _photos_in(folder: Path, side: int, min_side: int) -> list["np.ndarray"]:
+    """The folder's photos as RGB arrays at most ``side`` px long, skipping what is not an image."""
     import numpy as np
+
+    from inference.imageio import decode
+    from inference.pipeline import resize
+
+    files = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".webp"))
+    photos = []
+    for f in files:
+        try:
+            photos.append(np.asarray(resize(decode(_read(f), at_least=side), side)))
+        except AnimebotError as exc:
+            print(f"{f}: skipped ({exc.message})", file=sys.stderr)
+    return [p for p in photos if min(p.shape[:2]) >= min_side]
+
+
+def _generator_base(store: ModelStore, name: str, verb: str) -> tuple["ModelEntry", Path]:
+    base, path = store.require(name)
+    if base.arch != "animeganv2" or base.format == "onnx":
+        raise AnimebotError(f"{name} is not an AnimeGANv2 generator's weights; only those can be {verb}")
+    return base, path
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from inference.engine import build_generator
+    from inference.onnx_export import load_or_export
+    from inference.quantize import CROP, quantize, save_int8, worst_psnr
+    from weights.hashing import file_digests
+
+    store = _store()
+    base, path = _generator_base(store, args.base, "quantized")
+    name = args.name or f"{args.base}-int8"
+    photos = _photos_in(args.photos, 1024, CROP)
+    if len(photos) < 3:
+        raise AnimebotError(f"{args.photos}: need at least 3 photos of {CROP} px or more (2 to calibrate, 1 to check)")
+    held_out = photos[-max(1, len(photos) // 4):]
+    digest = base.sha256 or base.git_sha1 or file_digests(path)[0]
+    fp32 = load_or_export(build_generator(base, path), digest, store.cache_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "int8.onnx"
+        quantize(fp32, out, photos[: len(photos) - len(held_out)], args.keep_fp32)
+        psnr = worst_psnr(fp32, out, held_out)
+        entry = save_int8(store, base, name, out, args.keep_fp32)
+    print(f"{name}: installed; worst PSNR against {args.base} on {len(held_out)} held-out photo(s) at 720 px: "
+          f"{psnr:.1f} dB{'' if psnr >= 38 else ' (below 38 dB: visible; try --keep-fp32 3)'}. "
+          f"Use it with --style {entry.name}, or ANIMEBOT_STYLE={entry.name}")
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
     import torch
 
     from inference.engine import build_generator
-    from inference.imageio import decode
-    from inference.pipeline import resize
     from inference.prune import distill, parameter_count, prune, save_lite
 
     if not 0.3 <= args.width <= 1.0:
         raise AnimebotError("--width must be between 0.3 and 1")
     store = _store()
-    base, path = store.require(args.base)
-    if base.arch != "animeganv2":
-        raise AnimebotError(f"{args.base} is not an AnimeGANv2 generator; only those can be pruned")
+    base, path = _generator_base(store, args.base, "pruned")
     name = args.name or f"{args.base}-lite"
-    files = sorted(p for p in args.photos.glob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".webp"))
-    photos = []
-    for f in files:
-        try:
-            photos.append(np.asarray(resize(decode(_read(f), at_least=1024), 1024)))
-        except AnimebotError as exc:
-            print(f"{f}: skipped ({exc.message})", file=sys.stderr)
-    photos = [p for p in photos if min(p.shape[:2]) >= 256]
+    photos = _photos_in(args.photos, 1024, 256)
     if len(photos) < 2:
         raise AnimebotError(f"{args.photos}: need at least 2 photos of 256 px or more to train on")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device

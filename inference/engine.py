@@ -55,6 +55,8 @@ def load_stylizer(store: ModelStore, style: str, backend: Backend = DEFAULT_BACK
         torch.set_num_threads(threads)
     if entry.arch == "animeganv3":
         return OnnxStylizer(entry.name, _onnx_session(path, threads))
+    if entry.format == "onnx":  # our own export, quantized (animebot quantize): NHWC, sizes of 4
+        return OnnxStylizer(entry.name, _onnx_session(path, threads), multiple=4)
     net = build_generator(entry, path)
     if backend == "eager":
         return TorchStylizer(entry.name, "eager", net)
