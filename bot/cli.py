@@ -125,10 +125,9 @@ def _generator_base(store: ModelStore, name: str, verb: str) -> tuple["ModelEntr
 def _quantize(args: argparse.Namespace) -> int:
     import tempfile
 
-    from inference.engine import build_generator
+    from inference.engine import build_generator, weights_digest
     from inference.onnx_export import load_or_export
     from inference.quantize import CROP, quantize, save_int8, worst_psnr
-    from weights.hashing import file_digests
 
     store = _store()
     base, path = _generator_base(store, args.base, "quantized")
@@ -137,8 +136,7 @@ def _quantize(args: argparse.Namespace) -> int:
     if len(photos) < 3:
         raise AnimebotError(f"{args.photos}: need at least 3 photos of {CROP} px or more (2 to calibrate, 1 to check)")
     held_out = photos[-max(1, len(photos) // 4):]
-    digest = base.sha256 or base.git_sha1 or file_digests(path)[0]
-    fp32 = load_or_export(build_generator(base, path), digest, store.cache_dir)
+    fp32 = load_or_export(build_generator(base, path), weights_digest(base, path), store.cache_dir)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "int8.onnx"
         quantize(fp32, out, photos[: len(photos) - len(held_out)], args.keep_fp32)

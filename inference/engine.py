@@ -60,10 +60,15 @@ def load_stylizer(store: ModelStore, style: str, backend: Backend = DEFAULT_BACK
     net = build_generator(entry, path)
     if backend == "eager":
         return TorchStylizer(entry.name, "eager", net)
-    digest = entry.sha256 or entry.git_sha1 or file_digests(path)[0]
+    digest = weights_digest(entry, path)
     if backend == "onnxruntime":
         return OnnxStylizer(entry.name, _exported_session(net, digest, store, threads), multiple=4)
     return TorchStylizer(entry.name, "torchscript", load_or_export(net, digest, store.cache_dir))
+
+
+def weights_digest(entry: ModelEntry, path: Path) -> str:
+    """What names these weights in the export caches: the published hash, else the file's sha256."""
+    return entry.sha256 or entry.git_sha1 or file_digests(path)[0]
 
 
 def _exported_session(net: Generator, digest: str, store: ModelStore, threads: int | None) -> object:

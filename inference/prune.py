@@ -198,19 +198,8 @@ def _save_checkpoint(path: Path, student: Generator, opt: torch.optim.Optimizer,
 
 def save_lite(store: "ModelStore", base: "ModelEntry", name: str, student: Generator, ratio: float) -> "ModelEntry":
     """Install ``student`` as a style of its own (``name``) in the data dir's local registry."""
-    from weights.hashing import file_digests
-    from weights.registry import ModelEntry
-
-    tmp = store.temp_file()
-    buf = io.BytesIO()  # torch.save cannot name its archive after a dot-file like the temp file
+    buf = io.BytesIO()
     torch.save(student.state_dict(), buf)
-    tmp.write_bytes(buf.getvalue())
-    sha256, _ = file_digests(tmp)
-    entry = ModelEntry(
-        name=name, label=f"{base.label}, lite ({ratio:.2f} width)", kind="style", arch="animeganv2",
-        format="pytorch", filename=f"{name}.pt", url=None, sha256=sha256, git_sha1=None, size=tmp.stat().st_size,
-        train_size=base.train_size, license=f"derived from {base.name}: {base.license}",
-        widths=student.widths.to_dict(), upsample=student.upsample, eps=student.block_a[0][2].eps,
-    )
-    store.add_local(entry, tmp)
-    return entry
+    return store.add_derived(base, name, f"lite ({ratio:.2f} width)", "pytorch", buf.getvalue(),
+                             widths=student.widths.to_dict(), upsample=student.upsample,
+                             eps=student.block_a[0][2].eps)

@@ -104,16 +104,5 @@ def worst_psnr(fp32: Path, int8: Path, photos: Sequence[np.ndarray], side: int =
 
 def save_int8(store: "ModelStore", base: "ModelEntry", name: str, onnx_file: Path, keep_fp32: int) -> "ModelEntry":
     """Install the quantized generator as a style of its own (``name``) in the local registry."""
-    from weights.hashing import file_digests
-    from weights.registry import ModelEntry
-
-    tmp = store.temp_file()
-    tmp.write_bytes(onnx_file.read_bytes())
-    sha256, _ = file_digests(tmp)
-    entry = ModelEntry(
-        name=name, label=f"{base.label}, int8 ({keep_fp32} fp32 convolutions at each end)", kind="style",
-        arch="animeganv2", format="onnx", filename=f"{name}.onnx", url=None, sha256=sha256, git_sha1=None,
-        size=tmp.stat().st_size, train_size=base.train_size, license=f"derived from {base.name}: {base.license}",
-    )
-    store.add_local(entry, tmp)
-    return entry
+    return store.add_derived(base, name, f"int8 ({keep_fp32} fp32 convolutions at each end)", "onnx",
+                             onnx_file.read_bytes())

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from inference.errors import AnimebotError
 from weights.hashing import file_digests
@@ -68,6 +69,25 @@ class ModelStore:
         os.replace(tmp, self.local_manifest)
         self.entries = builtin_entries() + tuple(self.local_entries())
         return dest
+
+    def add_derived(self, base: ModelEntry, name: str, how: str, fmt: str, data: bytes,
+                    **fields: Any) -> ModelEntry:
+        """Install a model made here from ``base`` (pruned, quantized) as a style of its own: its entry
+        says how it was made (``how``), names its base in the licence, and carries ``fields``."""
+        suffix = {"pytorch": ".pt", "onnx": ".onnx"}[fmt]
+        tmp = self.temp_file()
+        try:
+            tmp.write_bytes(data)
+            sha256, _ = file_digests(tmp)
+            entry = ModelEntry(
+                name=name, label=f"{base.label}, {how}", kind="style", arch=base.arch, format=fmt,
+                filename=f"{name}{suffix}", url=None, sha256=sha256, git_sha1=None, size=len(data),
+                train_size=base.train_size, license=f"derived from {base.name}: {base.license}", **fields,
+            )
+            self.add_local(entry, tmp)
+        finally:
+            tmp.unlink(missing_ok=True)  # only left if it was not installed
+        return entry
 
     @property
     def models_dir(self) -> Path:
