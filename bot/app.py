@@ -92,7 +92,7 @@ def build_application(cfg: Config) -> Application:
         .token(cfg.token)
         .base_url(cfg.base_url)
         .base_file_url(cfg.base_file_url)
-        .updater(None)  # bot/polling.py fetches updates
+        .updater(None)  # updates come from bot/polling.py or bot/webhook.py
         .concurrent_updates(True)
         .rate_limiter(AIORateLimiter(max_retries=3))  # waits out RetryAfter (flood control) 3 times
         .post_init(startup)

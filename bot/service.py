@@ -59,27 +59,27 @@ async def serve(app: Application, cfg: Config) -> None:
             if resumed or replayed:
                 log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
             chores = asyncio.create_task(_chores(st, cfg.home))
-            server = None
+            server, poller = None, None
             try:
                 if cfg.webhook_url:
                     server = await _start_webhook(app, cfg, intake, st)
-                    source: asyncio.Task[object] = asyncio.create_task(stop.wait())
                 else:
                     try:
                         await app.bot.delete_webhook()
                     except TelegramError as exc:
                         log.info("deleteWebhook not done (%s); polling anyway", exc.__class__.__name__)
                     offset = await st.runner.journal.next_offset()
-                    source = asyncio.create_task(poll(app, intake, offset, cfg.poll_timeout_s, ALLOWED_UPDATES))
+                    poller = asyncio.create_task(poll(app, intake, offset, cfg.poll_timeout_s, ALLOWED_UPDATES))
                 stopping = asyncio.create_task(stop.wait())
-                await asyncio.wait([source, stopping], return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait([t for t in (poller, stopping) if t], return_when=asyncio.FIRST_COMPLETED)
                 log.info("stopping: no new updates; up to %.0f s for the photos being drawn", cfg.stop_wait_s)
                 if server is not None:
                     server.stopping = True
-                for task in (source, stopping):
-                    task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await source  # re-raises InvalidToken, if that is why polling ended
+                stopping.cancel()
+                if poller is not None:
+                    poller.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await poller  # re-raises InvalidToken, if that is why polling ended
                 await st.runner.drain(cfg.stop_wait_s)
                 await intake.cancel()
             finally:
