@@ -6,11 +6,13 @@ symlinks, so only the first start in a session pays for the export.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,3 +109,14 @@ def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **e
         bot.stop()
         raise
     return bot
+
+
+@contextlib.contextmanager
+def serving(home: Path, shared_home: Path, *args: str, **env: str) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+    """A fake Bot API with the real bot on it, for a whole test module. On the way out the bot must
+    stop cleanly (SIGTERM, exit 0) with the token nowhere in its log."""
+    with FakeTelegram() as fake:
+        bot = start_bot(fake, home, shared_home, *args, **env)
+        yield bot, fake
+        assert bot.stop() == 0, bot.log()
+        assert TOKEN not in bot.log()

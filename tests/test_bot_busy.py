@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.bot_harness import RunningBot, final_answer, private_chat, start_bot
+from tests.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
 from tests.conftest import PHOTOS
 from tests.fake_telegram import FakeTelegram
 from weights.store import ModelStore
@@ -16,11 +16,9 @@ BIG = ["street_1279x867.jpg", "town_1280x854.jpg", "tall_1280x1707.jpg", "large_
 
 @pytest.fixture(scope="module")
 def small_bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
-    with FakeTelegram() as fake:
-        bot = start_bot(fake, tmp_path_factory.mktemp("small"), real_store.home, ANIMEBOT_WORKERS="1",
-                        ANIMEBOT_QUEUE_SIZE="1", ANIMEBOT_PER_USER_JOBS="1")
-        yield bot, fake
-        assert bot.stop() == 0, bot.log()
+    with serving(tmp_path_factory.mktemp("small"), real_store.home, ANIMEBOT_WORKERS="1",
+                 ANIMEBOT_QUEUE_SIZE="1", ANIMEBOT_PER_USER_JOBS="1") as running:
+        yield running
 
 
 def test_a_full_queue_answers_busy_and_everyone_gets_an_answer(small_bot: tuple[RunningBot, FakeTelegram]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.bot_harness import RunningBot, private_chat, start_bot
+from tests.bot_harness import RunningBot, private_chat, serving
 from tests.conftest import PHOTOS
 from tests.fake_telegram import DROP, Fault, FakeTelegram, flood
 from weights.store import ModelStore
@@ -19,11 +19,9 @@ JPEG = (PHOTOS / "square_512.jpg").read_bytes()
 
 @pytest.fixture(scope="module")
 def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
-    with FakeTelegram() as fake:
-        running = start_bot(fake, tmp_path_factory.mktemp("failures"), real_store.home, ANIMEBOT_MAX_SIDE="256",
-                            ANIMEBOT_RATE_PER_MINUTE="0")
-        yield running, fake
-        assert running.stop() == 0, running.log()
+    with serving(tmp_path_factory.mktemp("failures"), real_store.home, ANIMEBOT_MAX_SIDE="256",
+                 ANIMEBOT_RATE_PER_MINUTE="0") as running:
+        yield running
 
 
 def photo_reply(fake: FakeTelegram, message: dict[str, Any]) -> Any:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from tests.bot_harness import RunningBot, group_chat, private_chat, serving
 from tests.conftest import PHOTOS
-from tests.fake_telegram import TOKEN, Call, FakeTelegram
+from tests.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -22,12 +22,9 @@ STATUS = ("In queue", "Drawing")
 
 @pytest.fixture(scope="module")
 def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
-    with FakeTelegram() as fake:
-        running = start_bot(fake, tmp_path_factory.mktemp("hostile"), real_store.home, ANIMEBOT_MAX_SIDE="256",
-                            ANIMEBOT_RATE_PER_MINUTE="0")
-        yield running, fake
-        assert running.stop() == 0, running.log()
-        assert TOKEN not in running.log()
+    with serving(tmp_path_factory.mktemp("hostile"), real_store.home, ANIMEBOT_MAX_SIDE="256",
+                 ANIMEBOT_RATE_PER_MINUTE="0") as running:
+        yield running
 
 
 def png(size: tuple[int, int], mode: str = "RGB") -> bytes:
