@@ -32,7 +32,7 @@ from PIL import Image, ImageOps
 from bench.memory import peak_rss_mb
 from inference.backends import Stylizer, TorchStylizer
 from inference.colour import srgb_to_oklab
-from inference.engine import build_generator, load_stylizer
+from inference.engine import build_generator, exported_onnx, load_stylizer
 from inference.generator import Generator, GeneratorWidths
 from inference.imageio import encode
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size, stylize
@@ -40,7 +40,7 @@ from weights.store import ModelStore
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
 MAX_SIDE = 720
-VARIANTS = ("reference", "torchscript", "onnxruntime")
+VARIANTS = ("reference", "torchscript", "onnxruntime", "openvino")
 INT8 = "hayao-int8"  # measured when installed
 
 
@@ -90,13 +90,19 @@ def load_variant(name: str, home: Path | None) -> Stylizer:
         widths = GeneratorWidths(a=(4, 8, 8), b=(8, 8), c_in=8, res=8, hidden=(8, 8, 8, 8), c_out=8, d=(8, 8),
                                  e=(8, 8, 4))
         net = Generator(widths).eval()
-        if name == "onnxruntime":
+        if name in ("onnxruntime", "openvino"):
+            import tempfile
+
             import onnxruntime as ort
 
-            from inference.backends import OnnxStylizer
+            from inference.backends import OnnxStylizer, OpenVinoStylizer
             from inference.onnx_export import export
 
-            return OnnxStylizer("tiny", ort.InferenceSession(export(net), providers=["CPUExecutionProvider"]), 4)
+            if name == "onnxruntime":
+                return OnnxStylizer("tiny", ort.InferenceSession(export(net), providers=["CPUExecutionProvider"]), 4)
+            onnx = Path(tempfile.mkdtemp()) / "tiny.onnx"
+            onnx.write_bytes(export(net))
+            return OpenVinoStylizer("tiny", onnx)
         return TorchStylizer("tiny", "eager", net)
     store = ModelStore(home)
     if name == "reference":
@@ -157,9 +163,10 @@ def model_file_mb(name: str, home: Path | None) -> float:
     store = ModelStore(home)
     if name == INT8:
         return store.path(store.entry(INT8)).stat().st_size / 2**20
-    files = {"reference": [store.path(store.entry("hayao"))],
-             "torchscript": sorted((store.cache_dir / "torchscript").glob("*.pt")),
-             "onnxruntime": sorted((store.cache_dir / "onnx").glob("*.onnx"))}[name]
+    entry, path = store.require("hayao")
+    if name in ("onnxruntime", "openvino"):
+        return exported_onnx(store, entry, path).stat().st_size / 2**20
+    files = {"reference": [path], "torchscript": sorted((store.cache_dir / "torchscript").glob("*.pt"))}[name]
     return files[-1].stat().st_size / 2**20 if files else float("nan")
 
 
@@ -215,8 +222,9 @@ def main() -> None:
             "model_mb": model_file_mb(name, home), "peak_rss_mb": child_peak_rss_mb(name, home, args.big, args.tiny),
         })
     ref = rows[0]
+    precision = getattr(models.get("openvino"), "precision", "?")
     print(f"{len(photos)} photos ({sum(p.endswith('@12MP') for p in photos)} of them 12 MP), {args.runs} runs, "
-          f"{MAX_SIDE} px")
+          f"{MAX_SIDE} px; OpenVINO computes in {precision} on this CPU")
     print("| variant | end to end s (min / median) | x ref | 12 MP end to end s | x ref | model s (min / median) "
           "| x ref | PSNR dB (worst) | SSIM (worst) | dE (worst) | hue err deg (worst) | file MB | peak RSS MB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -125,8 +125,7 @@ def _generator_base(store: ModelStore, name: str, verb: str) -> tuple["ModelEntr
 def _quantize(args: argparse.Namespace) -> int:
     import tempfile
 
-    from inference.engine import build_generator, weights_digest
-    from inference.onnx_export import load_or_export
+    from inference.engine import exported_onnx
     from inference.quantize import CROP, quantize, save_int8, worst_psnr
 
     store = _store()
@@ -136,7 +135,7 @@ def _quantize(args: argparse.Namespace) -> int:
     if len(photos) < 3:
         raise AnimebotError(f"{args.photos}: need at least 3 photos of {CROP} px or more (2 to calibrate, 1 to check)")
     held_out = photos[-max(1, len(photos) // 4):]
-    fp32 = load_or_export(build_generator(base, path), weights_digest(base, path), store.cache_dir)
+    fp32 = exported_onnx(store, base, path)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "int8.onnx"
         quantize(fp32, out, photos[: len(photos) - len(held_out)], args.keep_fp32)

@@ -231,7 +231,7 @@ class WorkerPool:
             process.join(STOP_TIMEOUT_S)
             raise AnimebotError(f"worker {slot} could not load its model: {ready[1]}", code="worker_start")
         log.info("worker %d ready (pid %s, %d thread(s), %s, face pass %s)", slot, ready[1], self.spec.threads,
-                 self.spec.backend, ready[2])
+                 ready[3], ready[2])
         return _Worker(process, parent)
 
     @staticmethod

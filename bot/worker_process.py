@@ -51,14 +51,11 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
     # The parent owns shutdown: a Ctrl-C in the terminal reaches the whole
     # process group, and a worker that died mid-job would lose that photo.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import torch
-
     from inference.engine import face_style_for, load_detector, load_stylizer
     from inference.faces import FaceDetector
     from inference.pipeline import FaceTools, convert_bytes
     from weights.store import ModelStore
 
-    torch.set_num_threads(spec.threads)
     store = ModelStore(spec.home)
     models: dict[str, Stylizer] = {}
     detector: FaceDetector | None = None
@@ -90,12 +87,14 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
         return FaceTools(detector, face_model)
 
     try:
-        model(spec.preload)
+        first = model(spec.preload)
     except AnimebotError as exc:
         conn.send(("failed", exc.message))
         return
     faces(spec.preload)
-    conn.send(("ready", os.getpid(), f"off: {face_problem}" if face_problem else "on"))
+    # OpenVINO says whether this CPU computes in bfloat16; the operator's log should too.
+    engine = f"{first.backend} {getattr(first, 'precision', 'f32')}"
+    conn.send(("ready", os.getpid(), f"off: {face_problem}" if face_problem else "on", engine))
     while True:
         try:
             order: WorkOrder | None = conn.recv()

@@ -1,37 +1,47 @@
 """Load an installed style as a ready-to-run :class:`Stylizer`.
 
 This is the one place that knows which file format needs which loader, so
-the CLI and the bot's workers load models the same way.
+the CLI and the bot's workers load models the same way. Torch is imported
+only for the torch backends and to make an ONNX export the cache lacks.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-import torch
-
-from inference.backends import OnnxStylizer, Stylizer, TorchStylizer
 from inference import onnx_export
+from inference.backends import OnnxStylizer, OpenVinoStylizer, Stylizer, TorchStylizer
 from inference.errors import ModelError
 from inference.faces import FaceDetector
-from inference.generator import Generator, GeneratorWidths
 from inference.pipeline import FaceTools
-from inference.tflite_import import load_tflite_generator
-from inference.torchscript import load_or_export
 from weights.hashing import file_digests
 from weights.registry import ModelEntry
 from weights.store import ModelStore
 
-Backend = Literal["onnxruntime", "torchscript", "eager"]
-# onnxruntime first: 1.5x the speed of TorchScript and eager on this net in one
-# run of bench.speed, with outputs equal to eager's to ~82 dB (README, "Benchmarks").
-BACKENDS: tuple[str, ...] = ("onnxruntime", "torchscript", "eager")
-DEFAULT_BACKEND: Backend = "onnxruntime"
+if TYPE_CHECKING:
+    from inference.generator import Generator
+
+T = TypeVar("T")
+Backend = Literal["openvino", "onnxruntime", "torchscript", "eager"]
+# OpenVINO first: in one run of bench.speed on 2 cores with AMX it drew Hayao
+# 4x faster than eager PyTorch (bfloat16) and onnxruntime 1.5x, each 44 dB or
+# more from eager on every shared photo (README, "Benchmarks").
+BACKENDS: tuple[str, ...] = ("openvino", "onnxruntime", "torchscript", "eager")
+DEFAULT_BACKEND: Backend = "openvino"
 
 
 def build_generator(entry: ModelEntry, path: Path) -> Generator:
     """An AnimeGANv2 generator with the weights of an installed file, in eval mode."""
+    import torch
+
+    from inference.generator import Generator, GeneratorWidths
+
     if entry.format == "tflite":
+        from inference.tflite_import import load_tflite_generator
+
         return load_tflite_generator(path)
     if entry.format == "pytorch":
         widths = GeneratorWidths.from_dict(entry.widths) if entry.widths else GeneratorWidths()
@@ -47,23 +57,30 @@ def build_generator(entry: ModelEntry, path: Path) -> Generator:
 
 def load_stylizer(store: ModelStore, style: str, backend: Backend = DEFAULT_BACKEND,
                   threads: int | None = None) -> Stylizer:
-    """Load ``style`` from the store on ``backend`` (ONNX styles always use onnxruntime)."""
+    """Load ``style`` from the store on ``backend``.
+
+    ONNX styles run on OpenVINO when that is the backend, else on onnxruntime."""
     entry, path = store.require(style)
     if entry.kind != "style":
         raise ModelError(f"{style!r} is a {entry.kind}, not a style")
+    if entry.format == "onnx":  # AnimeGANv3 (sizes of 16), or our own quantized export (sizes of 4)
+        if backend == "openvino":
+            return _openvino(entry.name, path, threads)
+        return OnnxStylizer(entry.name, _onnx_session(path, threads), 16 if entry.arch == "animeganv3" else 4)
+    if backend == "openvino":
+        return _from_export(store, entry, path, lambda onnx: _openvino(entry.name, onnx, threads))
+    if backend == "onnxruntime":
+        return OnnxStylizer(entry.name, _from_export(store, entry, path, lambda onnx: _onnx_session(onnx, threads)), 4)
+    import torch
+
+    from inference.torchscript import load_or_export
+
     if threads:
         torch.set_num_threads(threads)
-    if entry.arch == "animeganv3":
-        return OnnxStylizer(entry.name, _onnx_session(path, threads))
-    if entry.format == "onnx":  # our own export, quantized (animebot quantize): NHWC, sizes of 4
-        return OnnxStylizer(entry.name, _onnx_session(path, threads), multiple=4)
     net = build_generator(entry, path)
     if backend == "eager":
         return TorchStylizer(entry.name, "eager", net)
-    digest = weights_digest(entry, path)
-    if backend == "onnxruntime":
-        return OnnxStylizer(entry.name, _exported_session(net, digest, store, threads), multiple=4)
-    return TorchStylizer(entry.name, "torchscript", load_or_export(net, digest, store.cache_dir))
+    return TorchStylizer(entry.name, "torchscript", load_or_export(net, weights_digest(entry, path), store.cache_dir))
 
 
 def weights_digest(entry: ModelEntry, path: Path) -> str:
@@ -71,14 +88,32 @@ def weights_digest(entry: ModelEntry, path: Path) -> str:
     return entry.sha256 or entry.git_sha1 or file_digests(path)[0]
 
 
-def _exported_session(net: Generator, digest: str, store: ModelStore, threads: int | None) -> object:
-    """An onnxruntime session of our exported generator; a damaged cached export is redone once."""
-    onnx_path = onnx_export.load_or_export(net, digest, store.cache_dir)
+def exported_onnx(store: ModelStore, entry: ModelEntry, path: Path) -> Path:
+    """Our ONNX export of an AnimeGANv2 style, made on first use and cached.
+
+    Its name comes from the registry entry, not the built net, so a worker
+    finds the file without importing torch."""
+    ident = {"weights": weights_digest(entry, path), "format": entry.format, "widths": entry.widths,
+             "upsample": entry.upsample, "eps": entry.eps, "export": 3}
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+    return onnx_export.load_or_export(lambda: build_generator(entry, path), key, store.cache_dir)
+
+
+def _openvino(name: str, path: Path, threads: int | None) -> OpenVinoStylizer:
     try:
-        return _onnx_session(onnx_path, threads)
+        return OpenVinoStylizer(name, path, threads)
+    except Exception as exc:
+        raise ModelError(f"{path.name}: OpenVINO cannot load this model ({exc.__class__.__name__})") from exc
+
+
+def _from_export(store: ModelStore, entry: ModelEntry, path: Path, load: Callable[[Path], T]) -> T:
+    """``load`` applied to our cached export; a damaged export is made again, once."""
+    onnx_path = exported_onnx(store, entry, path)
+    try:
+        return load(onnx_path)
     except ModelError:
         onnx_path.unlink(missing_ok=True)
-        return _onnx_session(onnx_export.load_or_export(net, digest, store.cache_dir), threads)
+        return load(exported_onnx(store, entry, path))
 
 
 FACE_STYLE = "face_paint_512_v2"  # trained on aligned 512 px faces; used for faces when installed

@@ -17,8 +17,8 @@ def test_speed_bench_prints_its_table_on_a_tiny_generator() -> None:
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert lines[1].startswith("| variant |") and [l.split("|")[1].strip() for l in lines[3:6]] == [
-        "reference", "torchscript", "onnxruntime"]
+    assert lines[1].startswith("| variant |") and [l.split("|")[1].strip() for l in lines[3:7]] == [
+        "reference", "torchscript", "onnxruntime", "openvino"]
     rows = json.loads(lines[-1])
     assert rows[0]["psnr_min"] == float("inf")  # the reference against itself
     assert all(r["psnr_min"] > 38 and r["peak_rss_mb"] > 0 and r["total_min_s"] > 0 for r in rows)

@@ -44,7 +44,7 @@ def test_convert_json_reports_sizes_style_and_timings(home: Path, photos: list[P
     done = _animebot(home, "convert", str(src), "-o", str(out), "--style", "hayao", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip())
-    assert report["ok"] and report["style"] == "hayao" and report["backend"] == "onnxruntime"
+    assert report["ok"] and report["style"] == "hayao" and report["backend"] == "openvino"
     assert report["input_size"] == [1279, 867] and report["output_size"] == [720, 488]
     assert all(report[k] > 0 for k in ("decode_s", "model_s", "encode_s"))
     with Image.open(out) as img:

@@ -8,9 +8,9 @@ import onnx
 import torch
 from PIL import Image
 
-from inference.engine import build_generator, load_stylizer, weights_digest
+from inference.engine import exported_onnx, load_stylizer
 from inference.generator import Generator
-from inference.onnx_export import export, load_or_export
+from inference.onnx_export import export
 from inference.pipeline import ConvertSettings, convert_bytes, resize
 from inference.quantize import conv_names, quantize, save_int8, worst_psnr
 from tests.conftest import PHOTOS, TINY_WIDTHS
@@ -43,7 +43,7 @@ def test_the_end_convolutions_stay_fp32_and_the_middle_ones_become_int8(tmp_path
 def test_int8_hayao_stays_within_38_db_on_photos_it_was_not_calibrated_on(real_store: ModelStore,
                                                                           tmp_path: Path) -> None:
     entry, path = real_store.require("hayao")
-    fp32 = load_or_export(build_generator(entry, path), weights_digest(entry, path), real_store.cache_dir)
+    fp32 = exported_onnx(real_store, entry, path)
     out = tmp_path / "hayao-int8.onnx"
     quantize(fp32, out, photos(["group_3_faces.jpg", "street_1279x867.jpg", "portrait_900x1200.jpg"]))
     held_out = photos(["town_1280x854.jpg", "portrait_closeup.jpg"], 720)
