@@ -94,7 +94,7 @@ def exported_onnx(store: ModelStore, entry: ModelEntry, path: Path) -> Path:
     Its name comes from the registry entry, not the built net, so a worker
     finds the file without importing torch."""
     ident = {"weights": weights_digest(entry, path), "format": entry.format, "widths": entry.widths,
-             "upsample": entry.upsample, "eps": entry.eps, "export": 3}
+             "upsample": entry.upsample, "eps": entry.eps, "export": 4}
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
     return onnx_export.load_or_export(lambda: build_generator(entry, path), key, store.cache_dir)
 

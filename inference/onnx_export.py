@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import torch
+
     from inference.generator import Generator
 
 
@@ -28,7 +30,7 @@ def export(net: Generator) -> bytes:
 
         def __init__(self) -> None:
             super().__init__()
-            self.net = net.eval()
+            self.net = _with_plain_norms(net.eval())
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.net(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
@@ -42,6 +44,40 @@ def export(net: Generator) -> bytes:
             dynamic_axes={"image": {1: "height", 2: "width"}, "anime": {1: "height", 2: "width"}},
         )
     return buf.getvalue()
+
+
+def _with_plain_norms(net: Generator) -> torch.nn.Module:
+    """A copy of ``net`` whose one-group GroupNorms are written out as mean and variance.
+
+    torch exports GroupNorm as reshape, InstanceNormalization, reshape; the
+    reshapes make OpenVINO convert every activation's memory layout before and
+    after each norm (27% of its time). Written out, OpenVINO fuses the same
+    maths into one normalisation over (C, H, W) in the convolutions' layout:
+    Hayao at 720x544 took 0.30 s instead of 0.49 s, 53.8 dB from eager instead
+    of 52.7. onnxruntime runs both forms alike.
+    """
+    import copy
+
+    import torch
+
+    class PlainNorm(torch.nn.Module):
+        def __init__(self, norm: torch.nn.GroupNorm) -> None:
+            super().__init__()
+            self.eps = norm.eps
+            self.weight = torch.nn.Parameter(norm.weight.detach()[None, :, None, None])
+            self.bias = torch.nn.Parameter(norm.bias.detach()[None, :, None, None])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            centred = x - x.mean(dim=(1, 2, 3), keepdim=True)
+            var = (centred * centred).mean(dim=(1, 2, 3), keepdim=True)
+            return centred / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+    plain = copy.deepcopy(net)
+    for parent in plain.modules():
+        for name, child in parent.named_children():
+            if isinstance(child, torch.nn.GroupNorm) and child.num_groups == 1:
+                setattr(parent, name, PlainNorm(child))
+    return plain
 
 
 def load_or_export(build: Callable[[], Generator], key: str, cache_dir: Path) -> Path:
