@@ -62,13 +62,14 @@ class OnnxStylizer:
 class OpenVinoStylizer:
     """An ONNX model (NHWC) compiled by OpenVINO for each image shape it meets.
 
-    Static shapes, not one dynamic model: on 2 cores a 720x960 photo peaks at
-    518 MB compiled for its shape against 755 MB dynamic, and runs as fast;
-    compiling costs about 0.3 s. The two latest shapes stay compiled, which
-    covers a photo and its 512 px face crops. Sides that divide by 16 keep
-    OpenVINO's fast kernels: 720x540 took twice as long as 720x544.
+    Static shapes, not one dynamic model: on 2 cores the dynamic model ran 15%
+    slower and peaked at 827 MB over the bench photos against 563 MB, while
+    compiling a shape costs about 0.3 s. The two latest shapes stay compiled,
+    which covers a photo and its 512 px face crops. Sides are padded to
+    multiples of 16, where OpenVINO's kernels are fastest per pixel
+    (720x1088 took 0.87 s, 720x1080 0.95 s), and which makes fewer shapes.
     On a CPU with bfloat16 units (AMX, AVX-512 BF16) OpenVINO computes in
-    bfloat16 by default, about 3x faster than fp32 and 52 dB or more from it
+    bfloat16 by default, 4x faster than its fp32 and 53 dB from it at 720x544
     (README, "Benchmarks"); elsewhere it computes in fp32. ``precision`` says which.
     """
 

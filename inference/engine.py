@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Backend = Literal["openvino", "onnxruntime", "torchscript", "eager"]
-# OpenVINO first: in one run of bench.speed on 2 cores with AMX it drew Hayao
-# 4x faster than eager PyTorch (bfloat16) and onnxruntime 1.5x, each 44 dB or
-# more from eager on every shared photo (README, "Benchmarks").
+# OpenVINO first: in bench.speed on 2 cores with AMX it drew Hayao 4x faster
+# than eager PyTorch (in bfloat16; onnxruntime 1.4x), each bench photo 39.9 dB
+# or more from the reference's result (README, "Benchmarks").
 BACKENDS: tuple[str, ...] = ("openvino", "onnxruntime", "torchscript", "eager")
 DEFAULT_BACKEND: Backend = "openvino"
 
