@@ -6,8 +6,6 @@ only for the torch backends and to make an ONNX export the cache lacks.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -17,7 +15,7 @@ from inference.backends import OnnxStylizer, OpenVinoStylizer, Stylizer, TorchSt
 from inference.errors import ModelError
 from inference.faces import FaceDetector
 from inference.pipeline import FaceTools
-from weights.hashing import file_digests
+from weights.hashing import file_digests, key_for
 from weights.registry import ModelEntry
 from weights.store import ModelStore
 
@@ -95,8 +93,7 @@ def exported_onnx(store: ModelStore, entry: ModelEntry, path: Path) -> Path:
     finds the file without importing torch."""
     ident = {"weights": weights_digest(entry, path), "format": entry.format, "widths": entry.widths,
              "upsample": entry.upsample, "eps": entry.eps, "export": 4}
-    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
-    return onnx_export.load_or_export(lambda: build_generator(entry, path), key, store.cache_dir)
+    return onnx_export.load_or_export(lambda: build_generator(entry, path), key_for(ident), store.cache_dir)
 
 
 def _openvino(name: str, path: Path, threads: int | None) -> OpenVinoStylizer:

@@ -7,8 +7,6 @@ reuses a stale artifact.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import tempfile
 import warnings
@@ -19,6 +17,7 @@ from pathlib import Path
 import torch
 
 from inference.generator import Generator
+from weights.hashing import key_for
 
 
 def cache_key(weights_digest: str, net: Generator) -> str:
@@ -30,7 +29,7 @@ def cache_key(weights_digest: str, net: Generator) -> str:
         "torch": torch.__version__,
         "format": 2,
     }
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+    return key_for(ident)
 
 
 @contextmanager

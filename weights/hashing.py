@@ -1,4 +1,4 @@
-"""The two digests a published model file can be checked against.
+"""Digests: the two a published model file can be checked against, and export cache keys.
 
 GitHub records a git blob SHA-1 for every file (``git hash-object``), and
 release pages publish sha256; computing both in one read lets either verify.
@@ -6,7 +6,9 @@ release pages publish sha256; computing both in one read lets either verify.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 _CHUNK = 1 << 20
 
@@ -21,3 +23,8 @@ def file_digests(path: Path) -> tuple[str, str]:
             sha256.update(chunk)
             blob.update(chunk)
     return sha256.hexdigest(), blob.hexdigest()
+
+
+def key_for(ident: dict[str, Any]) -> str:
+    """A short, stable file name for an export made from exactly what ``ident`` lists."""
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
