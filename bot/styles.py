@@ -13,7 +13,7 @@ from inference.pipeline import ConvertSettings
 from weights.registry import ModelEntry
 from weights.store import ModelStore, WeightsError
 
-PIPELINE_REVISION = 1  # bump when the pipeline's code changes its output
+PIPELINE_REVISION = 2  # bump when the pipeline's code changes its output (2: panoramas kept tall)
 
 
 @dataclass(frozen=True)

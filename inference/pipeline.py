@@ -6,6 +6,8 @@ can say where the time went.
 """
 from __future__ import annotations
 
+import io
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -22,6 +24,12 @@ from inference.imageio import ImageLimits, decode, encode
 # Smaller outputs look blurry on a phone screen; larger ones cost time
 # super-linearly for strokes no one sees in a chat.
 DEFAULT_MAX_SIDE = 720
+# A panorama's result is at most this many times max_side long (fit_size).
+PANORAMA_LONG_SIDES = 4
+# Telegram refuses a photo whose width + height is over 10000 px, or one
+# longer than 20:1.
+PHOTO_MAX_SUM = 10_000
+PHOTO_MAX_ASPECT = 20
 
 
 @dataclass(frozen=True)
@@ -60,18 +68,49 @@ class Converted:
 
 
 def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:
-    """Scale so the long side is at most ``max_side``, keeping the aspect ratio; never enlarge."""
-    scale = max_side / max(width, height)
+    """The result's size for a ``width`` x ``height`` photo: same aspect, never larger than the photo.
+
+    Usually the long side is ``max_side``. A photo longer than 2:1 (a
+    panorama) would come out a thin strip that way (4000x300 at 720 px:
+    720x54, its faces a few pixels tall), so its short side is kept at half
+    of ``max_side`` instead, as long as the result has no more pixels than a
+    square one (``max_side``², the same model time), its long side is at
+    most ``PANORAMA_LONG_SIDES`` times ``max_side``, and Telegram still
+    takes it as a photo (width + height, aspect ratio).
+    """
+    long, short = max(width, height), min(width, height)
+    panorama = long > 2 * short
+    scale = max_side / long
+    if panorama:
+        scale = min(max_side / 2 / short, max_side / math.sqrt(width * height),
+                    PANORAMA_LONG_SIDES * max_side / long, (PHOTO_MAX_SUM - 1) / (width + height))
     if scale >= 1:
         return width, height
-    return max(1, round(width * scale)), max(1, round(height * scale))
+    short_out, long_out = max(1, round(short * scale)), round(long * scale)
+    if panorama:
+        # Rounding both sides could turn a 20:1 photo into 20.01:1.
+        long_out = min(long_out, PHOTO_MAX_ASPECT * short_out)
+    return (long_out, short_out) if width >= height else (short_out, long_out)
 
 
 def resize(img: Image.Image, max_side: int) -> Image.Image:
-    """Lanczos down to ``max_side``; sized from the file's own size when decoding reduced it."""
+    """Lanczos down to :func:`fit_size`; sized from the file's own size when decoding reduced it."""
     source = img.info.get("source_size", img.size)
     size = fit_size(source[0], source[1], max_side)
     return img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
+
+
+def _long_side(data: bytes, max_side: int) -> int:
+    """The result's long side, from the file's header: more than ``max_side`` for a panorama.
+
+    Any problem with the file is left to :func:`decode`, which reports it;
+    here it only means no better guess than ``max_side``.
+    """
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            return max(fit_size(img.width, img.height, max_side))
+    except Exception:
+        return max_side
 
 
 def stylize(img: Image.Image, model: Stylizer) -> Image.Image:
@@ -107,7 +146,7 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     # 1/2) came out 37.0 dB from the reference's output; at 3x every bench photo
     # is 39.7 dB or more, for 0.15 s more decoding of a 12 MP photo. Face crops
     # want those pixels too.
-    photo = decode(data, settings.limits, at_least=3 * settings.max_side)
+    photo = decode(data, settings.limits, at_least=3 * _long_side(data, settings.max_side))
     small = resize(photo, settings.max_side)
     t1 = time.perf_counter()
     anime = np.asarray(stylize(small, model))

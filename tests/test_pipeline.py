@@ -11,9 +11,11 @@ from PIL import Image
 
 from inference.backends import TorchStylizer
 from inference.engine import load_stylizer
+from inference.imageio import decode
 from inference.onnx_export import load_or_export as onnx_load_or_export
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size, resize, stylize
 from inference.torchscript import export, load_or_export
+from tests.conftest import psnr
 from weights.store import ModelStore
 
 
@@ -21,6 +23,75 @@ def test_fit_size_caps_the_long_side_and_keeps_aspect() -> None:
     assert fit_size(1280, 854, 720) == (720, 480)
     assert fit_size(854, 1280, 720) == (480, 720)
     assert fit_size(500, 300, 720) == (500, 300)  # never enlarged
+    assert fit_size(2000, 1000, 720) == (720, 360)  # 2:1 is the longest drawn this way
+
+
+def test_a_panorama_keeps_its_height_within_a_square_photo_s_pixels() -> None:
+    assert fit_size(4000, 300, 720) == (2629, 197)  # not a 720x54 strip
+    assert fit_size(300, 4000, 720) == (197, 2629)
+    assert fit_size(3000, 1000, 720) == (1080, 360)  # short side kept at half of max_side
+    assert fit_size(1500, 100, 720) == (1500, 100)  # never enlarged
+    assert fit_size(6000, 300, 720) == (2880, 144)  # long side at most 4x max_side
+
+
+@pytest.mark.parametrize("max_side", [256, 720, 2048, 4096])
+def test_results_stay_within_the_model_budget_and_telegram_s_photo_limits(max_side: int) -> None:
+    for width in range(32, 20_001, 997):
+        for height in (32, 100, 333, 1000, 2999, 8000, 20_000):
+            if max(width, height) > 20 * min(width, height):
+                continue  # decode() refuses those
+            w, h = fit_size(width, height, max_side)
+            assert w <= width and h <= height
+            assert w + h <= 10_000 and max(w, h) <= 20 * min(w, h)
+            assert w * h <= max_side**2 * 1.01
+            assert abs(w / h - width / height) <= width / height / min(w, h)
+
+
+def _panorama(photos: list[Path], width: int, height: int) -> bytes:
+    """A JPEG of real photos side by side, repeated to ``width``: a stand-in for a phone's panorama."""
+    tiles = [Image.open(p).convert("RGB") for p in photos]
+    tiles = [t.resize((round(t.width * height / t.height), height), Image.Resampling.LANCZOS) for t in tiles]
+    canvas = Image.new("RGB", (width, height))
+    x = 0
+    while x < width:
+        for tile in tiles:
+            canvas.paste(tile, (x, 0))
+            x += tile.width
+    buf = io.BytesIO()
+    canvas.save(buf, "JPEG", quality=95)
+    return buf.getvalue()
+
+
+def test_a_real_panorama_comes_back_a_panorama(real_store: ModelStore, photos: list[Path]) -> None:
+    data = _panorama(photos, 4000, 300)
+    result = convert_bytes(data, load_stylizer(real_store, "hayao"), ConvertSettings(faces=False))
+    out = Image.open(io.BytesIO(result.data))
+    assert out.size == result.output_size == (2629, 197)
+    plain = np.asarray(resize(decode(data), 720), np.float32)
+    anime = np.asarray(out.convert("RGB"), np.float32)
+    assert 6 < np.abs(plain - anime).mean() < 80  # stylized...
+    assert np.corrcoef(plain.mean(2).ravel(), anime.mean(2).ravel())[0, 1] > 0.5  # ...yet the same picture
+
+
+class _Unchanged:
+    """A "style" that returns its input, so that what the test sees is the pipeline's resizing alone."""
+
+    style = "unchanged"
+    backend = "numpy"
+    multiple = 1
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+
+def test_a_large_panorama_is_decoded_with_pixels_enough_for_its_result(photos: list[Path]) -> None:
+    # A reduced JPEG decode sized for a 720 px result would leave this one
+    # 3000x225 for a 2629x197 result: 35 dB from a full decode's.
+    data = _panorama(photos, 12_000, 900)
+    result = convert_bytes(data, _Unchanged(), ConvertSettings(fmt="png", faces=False))
+    assert result.output_size == (2629, 197)
+    full = np.asarray(resize(decode(data), 720))
+    assert psnr(np.asarray(Image.open(io.BytesIO(result.data))), full) > 40
 
 
 def test_stylize_pads_and_crops_back_for_any_size(tiny_model: TorchStylizer) -> None:
