@@ -10,6 +10,7 @@ and evicted least-recently-used first.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import time
@@ -18,45 +19,7 @@ from pathlib import Path
 
 import aiosqlite
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
-    key TEXT PRIMARY KEY,
-    content_sha256 TEXT NOT NULL,
-    style TEXT NOT NULL,
-    filename TEXT NOT NULL,
-    bytes INTEGER NOT NULL,
-    width INTEGER NOT NULL,
-    height INTEGER NOT NULL,
-    photo_file_id TEXT,
-    document_file_id TEXT,
-    created_at REAL NOT NULL,
-    last_used REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS results_lru ON results(last_used);
-CREATE TABLE IF NOT EXISTS uploads (
-    file_unique_id TEXT PRIMARY KEY,
-    content_sha256 TEXT NOT NULL,
-    file_id TEXT NOT NULL,
-    seen_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS uploads_content ON uploads(content_sha256);
-CREATE TABLE IF NOT EXISTS users (
-    user_id INTEGER PRIMARY KEY,
-    style TEXT,
-    lang TEXT,
-    photos INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS render_prefs (
-    owner_id INTEGER PRIMARY KEY,  -- a user (private chats) or a group chat (negative id)
-    faces INTEGER,
-    strength INTEGER,
-    keep_colours INTEGER
-);
-CREATE TABLE IF NOT EXISTS stats (
-    name TEXT PRIMARY KEY,
-    value INTEGER NOT NULL
-);
-"""
+from storage.schema import migrate
 
 
 @dataclass(frozen=True)
@@ -71,6 +34,11 @@ class CachedResult:
 
 def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
     return f"{content_sha256}:{style}:{pipeline_version}"
+
+
+def _digest(key: str) -> str:
+    """A short, file-name-safe name for a result key (which holds ':' and settings)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 class Cache:
@@ -88,8 +56,7 @@ class Cache:
         db = await aiosqlite.connect(db_path, timeout=30)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
-        await db.executescript(SCHEMA)
-        await db.commit()
+        await migrate(db)
         return cls(db, results_dir, max_bytes)
 
     @property
@@ -121,8 +88,13 @@ class Cache:
 
     async def put(self, key: str, content_sha256: str, style: str, data: bytes, width: int, height: int,
                   suffix: str = ".jpg") -> CachedResult:
-        """Store a result file atomically, then evict the least recently used beyond the size cap."""
-        filename = f"{content_sha256[:2]}/{content_sha256}.{style}{suffix}"
+        """Store a result file atomically, then evict the least recently used beyond the size cap.
+
+        The file is named by the whole key, not only the photo and style: two
+        results of one photo drawn with other settings are two files, so
+        neither overwrites, nor evicts, the other.
+        """
+        filename = f"{content_sha256[:2]}/{content_sha256}.{style}.{_digest(key)}{suffix}"
         path = self.results_dir / filename
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".partial-", dir=path.parent)
@@ -181,22 +153,13 @@ class Cache:
         )
         await self._db.commit()
 
-    async def source_of(self, sha_prefix: str) -> tuple[str, str] | None:
-        """(content sha256, Telegram file_id) of a photo we were sent, found by a hash prefix.
-
-        Inline buttons carry at most 64 bytes, so they name a photo by a
-        prefix of its hash; 16 hex digits make a collision practically
-        impossible for one bot's photos.
-        """
-        if not sha_prefix or any(c not in "0123456789abcdef" for c in sha_prefix):
-            return None
+    async def file_id_of(self, content_sha256: str) -> str | None:
+        """The Telegram file_id that fetches these bytes again (for a redraw), newest first."""
         async with self._db.execute(
-            "SELECT content_sha256, file_id FROM uploads WHERE content_sha256 >= ? AND content_sha256 < ?"
-            " ORDER BY seen_at DESC LIMIT 1",
-            (sha_prefix, sha_prefix + "g"),
+            "SELECT file_id FROM uploads WHERE content_sha256 = ? ORDER BY seen_at DESC LIMIT 1", (content_sha256,)
         ) as cur:
             row = await cur.fetchone()
-        return (row[0], row[1]) if row else None
+        return row[0] if row else None
 
     async def content_of(self, file_unique_id: str) -> str | None:
         async with self._db.execute(

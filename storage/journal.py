@@ -25,37 +25,18 @@ from pathlib import Path
 
 import aiosqlite
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS updates (
-    update_id INTEGER PRIMARY KEY,
-    payload TEXT NOT NULL,
-    received_at REAL NOT NULL,
-    handled INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id TEXT PRIMARY KEY,
-    chat_id INTEGER NOT NULL,
-    user_id INTEGER NOT NULL,
-    photos INTEGER NOT NULL,
-    request TEXT NOT NULL,
-    state TEXT NOT NULL,              -- queued, running, done, failed, refused
-    outcome TEXT,                     -- why it failed or was refused, for /stats
-    attempts INTEGER NOT NULL DEFAULT 0,
-    status_message_id INTEGER,        -- the "in queue" message, removed on recovery
-    created_at REAL NOT NULL,
-    finished_at REAL
-);
-CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user_id, created_at);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
-"""
+from storage.schema import migrate
+
 
 OPEN_STATES = ("queued", "running")
+_OPEN = "(?, ?)"  # placeholders for OPEN_STATES
 KEEP_JOBS_S = 3 * 86400  # long enough for a day's quota and for /stats
 
 
 @dataclass(frozen=True)
 class JobRow:
     job_id: str
+    chat_id: int
     request: str
     attempts: int
     status_message_id: int | None
@@ -95,8 +76,7 @@ class Journal:
 
     @classmethod
     async def _ready(cls, db: aiosqlite.Connection, owns: bool) -> "Journal":
-        await db.executescript(SCHEMA)
-        await db.commit()
+        await migrate(db)
         return cls(db, owns)
 
     async def close(self) -> None:
@@ -147,24 +127,49 @@ class Journal:
         return row[0] if row else None
 
     async def create_job(self, job_id: str, chat_id: int, user_id: int, photos: int, request: str,
-                         state: str = "queued", outcome: str | None = None) -> bool:
-        """Record a request; False if a job of that id already exists (a replayed update)."""
+                         state: str = "queued", outcome: str | None = None,
+                         album: tuple[str, Sequence[int]] | None = None) -> bool:
+        """Record a request; False if a job of that id already exists (a replayed update).
+
+        ``album`` is (media_group_id, message ids): the album parts this job
+        takes on, recorded in the same transaction so none is taken on twice.
+        """
         cur = await self._db.execute(
             "INSERT OR IGNORE INTO jobs (job_id, chat_id, user_id, photos, request, state, outcome, created_at,"
             " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, chat_id, user_id, photos, request, state, outcome, time.time(),
              None if state in OPEN_STATES else time.time()),
         )
+        created = cur.rowcount == 1
+        if created and album is not None:
+            group, message_ids = album
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO album_parts (chat_id, message_id, media_group_id, job_id) VALUES (?, ?, ?, ?)",
+                [(chat_id, mid, group, job_id) for mid in message_ids])
         await self._db.commit()
-        return cur.rowcount == 1
+        return created
+
+    async def album_parts(self, chat_id: int, media_group_id: str) -> dict[int, str]:
+        """The album's messages already taken on, each with its job's id."""
+        async with self._db.execute(
+            "SELECT message_id, job_id FROM album_parts WHERE chat_id = ? AND media_group_id = ?",
+            (chat_id, media_group_id),
+        ) as cur:
+            return {row[0]: row[1] for row in await cur.fetchall()}
+
+    async def job_request(self, job_id: str) -> str | None:
+        async with self._db.execute("SELECT request FROM jobs WHERE job_id = ?", (job_id,)) as cur:
+            row = await cur.fetchone()
+        return row[0] if row else None
 
     async def job_running(self, job_id: str) -> None:
         await self._db.execute("UPDATE jobs SET state = 'running' WHERE job_id = ? AND state = 'queued'", (job_id,))
         await self._db.commit()
 
-    async def finish_job(self, job_id: str, state: str, outcome: str | None = None) -> None:
-        await self._db.execute("UPDATE jobs SET state = ?, outcome = ?, finished_at = ? WHERE job_id = ?",
-                               (state, outcome, time.time(), job_id))
+    async def finish_job(self, job_id: str, state: str, outcome: str | None = None, drawn: int = 0) -> None:
+        """Mark a job answered; ``drawn`` is how many of its photos were drawn, not taken from the cache."""
+        await self._db.execute("UPDATE jobs SET state = ?, outcome = ?, finished_at = ?, drawn = ? WHERE job_id = ?",
+                               (state, outcome, time.time(), drawn, job_id))
         await self._db.commit()
 
     async def set_status_message(self, job_id: str, message_id: int | None) -> None:
@@ -173,11 +178,11 @@ class Journal:
 
     async def open_jobs(self) -> list[JobRow]:
         """Jobs taken on but not answered, oldest first, each counted as one more attempt."""
-        await self._db.execute(f"UPDATE jobs SET attempts = attempts + 1 WHERE state IN {OPEN_STATES}")
+        await self._db.execute(f"UPDATE jobs SET attempts = attempts + 1 WHERE state IN {_OPEN}", OPEN_STATES)
         await self._db.commit()
         async with self._db.execute(
-            f"SELECT job_id, request, attempts, status_message_id FROM jobs WHERE state IN {OPEN_STATES}"
-            " ORDER BY created_at"
+            f"SELECT job_id, chat_id, request, attempts, status_message_id FROM jobs WHERE state IN {_OPEN}"
+            " ORDER BY created_at", OPEN_STATES
         ) as cur:
             return [JobRow(*row) for row in await cur.fetchall()]
 
@@ -195,6 +200,18 @@ class Journal:
             f"SELECT COALESCE(SUM(photos), 0) FROM jobs WHERE user_id = ? AND created_at >= ? AND state IN ({marks})"
             " AND NOT (state = 'failed' AND outcome = 'busy')",
             (user_id, since, *wanted),
+        ) as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def drawn_since(self, user_id: int, since: float) -> int:
+        """Photos drawn for the user since ``since``, counting an unanswered job's photos as drawn
+        (they may yet be); photos answered from the cache, or not drawn at all, are not counted."""
+        async with self._db.execute(
+            f"SELECT COALESCE(SUM(CASE WHEN state IN {_OPEN} THEN photos"
+            "  WHEN drawn IS NOT NULL THEN drawn WHEN state = 'done' THEN photos ELSE 0 END), 0)"
+            " FROM jobs WHERE user_id = ? AND created_at >= ?",
+            (*OPEN_STATES, user_id, since),
         ) as cur:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
@@ -218,7 +235,7 @@ class Journal:
     async def prune(self, now: float | None = None) -> None:
         """Forget answered jobs after a few days and handled updates (but the newest, for the offset)."""
         now = time.time() if now is None else now
-        await self._db.execute(f"DELETE FROM jobs WHERE state NOT IN {OPEN_STATES} AND created_at < ?",
-                               (now - KEEP_JOBS_S,))
+        await self._db.execute(f"DELETE FROM jobs WHERE state NOT IN {_OPEN} AND created_at < ?",
+                               (*OPEN_STATES, now - KEEP_JOBS_S))
         await self._db.execute("DELETE FROM updates WHERE handled = 1 AND update_id < (SELECT MAX(update_id) FROM updates)")
         await self._db.commit()

@@ -30,9 +30,8 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         assert (hit.width, hit.height) == (720, 480)
         assert await again.content_of("uniq-1") == "a" * 64
         assert await again.content_of("uniq-2") is None
-        assert await again.source_of("a" * 16) == ("a" * 64, "FILE-1")
-        assert await again.source_of("b" * 16) is None
-        assert await again.source_of("'; DROP") is None
+        assert await again.file_id_of("a" * 64) == "FILE-1"
+        assert await again.file_id_of("b" * 64) is None
         await again.set_render_pref(-100, "strength", 50)
         await again.set_render_pref(-100, "faces", 0)
         assert await again.render_prefs(-100) == {"strength": 50, "faces": 0}
@@ -85,6 +84,26 @@ def test_user_prefs_and_stats(tmp_path: Path) -> None:
         await cache.bump("cache_hits")
         await cache.bump("cache_hits", 2)
         assert (await cache.stats())["cache_hits"] == 3
+        await cache.close()
+
+    run(scenario())
+
+
+def test_results_of_one_photo_with_other_settings_are_files_of_their_own(tmp_path: Path) -> None:
+    """Two users draw the same photo in the same style with different /settings: each keeps its own file,
+    and evicting one leaves the other's intact."""
+    async def scenario() -> None:
+        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results", max_bytes=2500)
+        sha = "c" * 64
+        full, half = result_key(sha, "hayao", "v1-s100"), result_key(sha, "hayao", "v1-s50")
+        first = await cache.put(full, sha, "hayao", b"FULL" * 250, 10, 10)
+        second = await cache.put(half, sha, "hayao", b"HALF" * 250, 10, 10)
+        assert first.path != second.path
+        assert (await cache.get(full)).path.read_bytes() == b"FULL" * 250
+        assert (await cache.get(half)).path.read_bytes() == b"HALF" * 250
+        await cache.put(result_key("d" * 64, "hayao", "v1"), "d" * 64, "hayao", b"x" * 1000, 10, 10)
+        assert await cache.get(full) is None  # the least recently used went...
+        assert (await cache.get(half)).path.read_bytes() == b"HALF" * 250  # ...and took nothing else with it
         await cache.close()
 
     run(scenario())

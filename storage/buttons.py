@@ -1,0 +1,76 @@
+"""What the buttons under a result act on, kept server-side.
+
+Callback data is at most 64 bytes and comes back from the client, so it must
+not be trusted to say which photo, style and settings a button means. Each
+result shown in a chat gets a short random id here, with the photo's hash,
+the style and the settings it was drawn with; the buttons carry only that
+id. A press is honoured only in the chat the result was shown in, so a
+forged or copied id reaches nobody else's photo.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass
+
+import aiosqlite
+
+from inference.imageio import ImageLimits
+from inference.pipeline import ConvertSettings
+
+ID_BYTES = 9  # 12 characters of base64: unguessable, and short enough for callback data
+
+
+@dataclass(frozen=True)
+class ShownResult:
+    """A result as its buttons see it: the photo, how it was drawn, and where it was shown."""
+
+    chat_id: int
+    content_sha256: str
+    style: str
+    settings: ConvertSettings
+
+
+def settings_to_json(settings: ConvertSettings) -> str:
+    return json.dumps(asdict(settings), sort_keys=True)
+
+
+def settings_from_json(text: str) -> ConvertSettings:
+    raw = json.loads(text)
+    raw["limits"] = ImageLimits(**raw["limits"])
+    return ConvertSettings(**raw)
+
+
+class ResultButtons:
+    """Lives on the cache's connection (see :meth:`storage.cache.Cache.db`)."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+    async def id_for(self, shown: ShownResult) -> str:
+        """The id for this result in this chat; the same one every time it is shown there."""
+        settings = settings_to_json(shown.settings)
+        await self._db.execute(
+            "INSERT OR IGNORE INTO buttons (id, chat_id, content_sha256, style, settings, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (secrets.token_urlsafe(ID_BYTES), shown.chat_id, shown.content_sha256, shown.style, settings, time.time()),
+        )
+        await self._db.commit()
+        async with self._db.execute(
+            "SELECT id FROM buttons WHERE chat_id = ? AND content_sha256 = ? AND style = ? AND settings = ?",
+            (shown.chat_id, shown.content_sha256, shown.style, settings),
+        ) as cur:
+            row = await cur.fetchone()
+        assert row is not None  # inserted above, or there already
+        return str(row[0])
+
+    async def find(self, button_id: str, chat_id: int) -> ShownResult | None:
+        """The result a button names, if it was shown in ``chat_id``; None for anything else."""
+        async with self._db.execute(
+            "SELECT content_sha256, style, settings FROM buttons WHERE id = ? AND chat_id = ?", (button_id, chat_id)
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return ShownResult(chat_id, row[0], row[1], settings_from_json(row[2]))

@@ -1,0 +1,113 @@
+"""The one SQLite file's tables, and the steps that bring an older file up to date.
+
+The cache and the journal keep their tables in the same file (``bot.db``).
+Its ``PRAGMA user_version`` says which of :data:`STEPS` it has had; opening
+it runs the ones it has not, in order, in one transaction each. A step is
+never edited once released: a change is a new step, so a database written
+by any older animebot opens in a newer one.
+"""
+from __future__ import annotations
+
+import aiosqlite
+
+_BASE = """
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY,
+    content_sha256 TEXT NOT NULL,
+    style TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    photo_file_id TEXT,
+    document_file_id TEXT,
+    created_at REAL NOT NULL,
+    last_used REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_lru ON results(last_used);
+CREATE TABLE IF NOT EXISTS uploads (
+    file_unique_id TEXT PRIMARY KEY,
+    content_sha256 TEXT NOT NULL,
+    file_id TEXT NOT NULL,
+    seen_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS uploads_content ON uploads(content_sha256);
+CREATE TABLE IF NOT EXISTS users (
+    user_id INTEGER PRIMARY KEY,
+    style TEXT,
+    lang TEXT,
+    photos INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS render_prefs (
+    owner_id INTEGER PRIMARY KEY,  -- a user (private chats) or a group chat (negative id)
+    faces INTEGER,
+    strength INTEGER,
+    keep_colours INTEGER
+);
+CREATE TABLE IF NOT EXISTS stats (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS updates (
+    update_id INTEGER PRIMARY KEY,
+    payload TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    handled INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    chat_id INTEGER NOT NULL,
+    user_id INTEGER NOT NULL,
+    photos INTEGER NOT NULL,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL,              -- queued, running, done, failed, refused
+    outcome TEXT,                     -- why it failed or was refused, for /stats
+    attempts INTEGER NOT NULL DEFAULT 0,
+    status_message_id INTEGER,        -- the "in queue" message, removed on recovery
+    created_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user_id, created_at);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+"""
+
+_BUTTONS_AND_ALBUMS = """
+-- What a result's buttons act on: the photo, the style and the settings it was
+-- drawn with, in the chat it was shown in. Callback data carries only the id.
+CREATE TABLE buttons (
+    id TEXT PRIMARY KEY,
+    chat_id INTEGER NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    style TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    UNIQUE (chat_id, content_sha256, style, settings)
+);
+-- Which job took on each message of an album, so parts that arrive late, or
+-- come again after a restart, are each taken on exactly once.
+CREATE TABLE album_parts (
+    chat_id INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    media_group_id TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    PRIMARY KEY (chat_id, message_id)
+);
+CREATE INDEX album_parts_group ON album_parts(chat_id, media_group_id);
+-- Photos a job actually drew (not answered from the cache): the daily quota counts these.
+ALTER TABLE jobs ADD COLUMN drawn INTEGER;
+-- Result files used to be named by photo and style only, so results of one photo
+-- with different settings shared a file. Rows that share one cannot be trusted.
+DELETE FROM results WHERE filename IN (SELECT filename FROM results GROUP BY filename HAVING COUNT(*) > 1);
+"""
+
+STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS)
+
+
+async def migrate(db: aiosqlite.Connection) -> None:
+    """Bring the file's tables up to :data:`STEPS`; a no-op when they are current."""
+    async with db.execute("PRAGMA user_version") as cur:
+        row = await cur.fetchone()
+    version = int(row[0]) if row else 0
+    for number, step in enumerate(STEPS[version:], start=version + 1):
+        # executescript commits first; BEGIN makes the step and its version one transaction.
+        await db.executescript(f"BEGIN;\n{step}\nPRAGMA user_version = {number};\nCOMMIT;")
