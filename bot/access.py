@@ -1,10 +1,13 @@
 """Who may use the bot, and how much: admins, the allowlist, a rate limit and a daily quota.
 
 The limits are counted from the journal's job rows, so they survive a
-restart and need no table of their own. Photos refused by a limit do not
-count against it (otherwise a user who keeps trying would stay locked out),
-and failed photos (a corrupt file, a busy queue) do not use up the day's
-quota. Admins have no limits.
+restart and need no table of their own. The rate limit counts what a user
+asks for (photos sent and buttons pressed) in the last minute; the daily
+quota counts photos *drawn*: answers from the cache (repeats, a Full size
+press) and failures use none of it. Requests refused by a limit count
+against neither (otherwise a user who keeps trying would stay locked out).
+An album larger than what is left of the quota is drawn as far as it fits.
+Admins have no limits.
 """
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from dataclasses import dataclass
 from storage.journal import Journal
 
 COUNTED_PER_MINUTE = ("queued", "running", "done", "failed")
-COUNTED_PER_DAY = ("queued", "running", "done")
 
 
 @dataclass(frozen=True)
@@ -50,18 +52,18 @@ class Limits:
         self.per_minute = per_minute
         self.per_day = per_day
 
-    async def refusal(self, user_id: int, photos: int, now: float | None = None) -> Refusal | None:
-        """None if ``photos`` more photos are within the user's limits, else why not."""
+    async def allowance(self, user_id: int, photos: int, now: float | None = None) -> tuple[int, Refusal | None]:
+        """How many of ``photos`` the user may have now (the first ones), and why not the rest."""
         if self.access.is_admin(user_id):
-            return None
+            return photos, None
         now = time.time() if now is None else now
         if self.per_minute:
             recent = await self.journal.photos_since(user_id, now - 60, COUNTED_PER_MINUTE)
             if recent and recent + photos > self.per_minute:
-                return Refusal("rate_limited", {"count": self.per_minute})
+                return 0, Refusal("rate_limited", {"count": self.per_minute})
         if self.per_day:
             day_start = now - now % 86400  # UTC midnight
-            today = await self.journal.photos_since(user_id, day_start, COUNTED_PER_DAY)
-            if today + photos > self.per_day:
-                return Refusal("quota_reached", {"count": self.per_day})
-        return None
+            left = max(0, self.per_day - await self.journal.drawn_since(user_id, day_start))
+            if left < photos:
+                return left, Refusal("quota_reached", {"count": self.per_day})
+        return photos, None

@@ -13,16 +13,19 @@ import time
 from dataclasses import dataclass, field
 
 from telegram import CallbackQuery, Message, Update, User
-from telegram.error import TelegramError
+from telegram.constants import ChatMemberStatus
+from telegram.error import Forbidden, TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from bot import keyboards
 from bot.access import Access
 from bot.albums import AlbumCollector
 from bot.i18n import LANGS, pick_lang, t
-from bot.jobs import JobRunner, Request, Source
+from bot.jobs import JobRunner
+from bot.requests import Request, Source
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
+from storage.buttons import ResultButtons
 from storage.cache import Cache
 
 log = logging.getLogger("animebot.handlers")
@@ -37,10 +40,12 @@ class BotState:
 
     runner: JobRunner
     cache: Cache
+    buttons: ResultButtons
     styles: Styles
     album_wait_s: float
     access: Access = field(default_factory=Access)
     albums: AlbumCollector = field(init=False)
+    pressing: set[tuple[int, str]] = field(default_factory=set)  # (chat, button) presses being answered
 
     def __post_init__(self) -> None:
         self.albums = AlbumCollector(self.album_wait_s, functools.partial(on_album, self))
@@ -73,16 +78,18 @@ def source_of(message: Message) -> Source | None:
     A document is refused here only when it says it is something else (a
     PDF, a video); one that names no type is fetched and decoding decides.
     """
+    album_part = message.message_id if message.media_group_id else None
     if message.photo:
         p = message.photo[-1]
-        return Source(p.file_id, p.file_unique_id, p.file_size)
+        return Source(p.file_id, p.file_unique_id, p.file_size, message_id=album_part,
+                      spoiler=bool(message.has_media_spoiler))
     doc = message.document
-    if doc is None:
+    if doc is None or message.animation is not None:  # a GIF Telegram turned into an MP4 is not an image
         return None
     mime = doc.mime_type or "application/octet-stream"
     if mime.startswith("image/") or mime == "application/octet-stream" or \
             (doc.file_name or "").lower().endswith(IMAGE_SUFFIXES):
-        return Source(doc.file_id, doc.file_unique_id, doc.file_size)
+        return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part)
     return None
 
 
@@ -172,22 +179,43 @@ async def style_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     lang = await user_lang(st, update.effective_user)
     current = await user_style(st, update.effective_user)
     await update.effective_message.reply_text(
-        t(lang, "style_prompt", style=st.styles.label(current)), reply_markup=keyboards.style_keyboard(st.styles, current)
-    )
+        t(lang, "style_prompt", style=st.styles.label(current)),
+        reply_markup=keyboards.style_keyboard(st.styles, current, update.effective_user.id))
 
 
 async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     st = state(context)
     lang = await user_lang(st, update.effective_user)
-    await update.effective_message.reply_text(t(lang, "lang_prompt"), reply_markup=keyboards.lang_keyboard())
+    await update.effective_message.reply_text(t(lang, "lang_prompt"),
+                                              reply_markup=keyboards.lang_keyboard(update.effective_user.id))
 
 
 async def settings_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """This chat's drawing settings; in a group only its admins get the buttons to change them."""
     st = state(context)
     lang = await user_lang(st, update.effective_user)
-    current = await chat_settings(st, update.effective_chat.id)
-    await update.effective_message.reply_text(keyboards.settings_text(current, lang),
-                                              reply_markup=keyboards.settings_keyboard(current, lang))
+    chat = update.effective_chat
+    current = await chat_settings(st, chat.id)
+    text = keyboards.settings_text(current, lang)
+    if await may_configure(st, context, chat.id, update.effective_user):
+        await update.effective_message.reply_text(text, reply_markup=keyboards.settings_keyboard(current, lang))
+    else:
+        await update.effective_message.reply_text(f"{text}\n\n{t(lang, 'settings_admins_only')}")
+
+
+async def may_configure(st: BotState, context: ContextTypes.DEFAULT_TYPE, chat_id: int, user: User | None) -> bool:
+    """Whether ``user`` may change this chat's settings: anyone in a private chat, a group's
+    admins (Telegram's convention for group configuration) and the bot's admins."""
+    if chat_id > 0 or user is None:
+        return user is not None
+    if st.access.is_admin(user.id):
+        return True
+    try:
+        member = await context.bot.get_chat_member(chat_id, user.id)
+    except TelegramError as exc:
+        log.info("getChatMember in chat %s failed (%s); settings left as they are", chat_id, exc.message)
+        return False
+    return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
 
 async def anime(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -228,7 +256,8 @@ async def private_media(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     src = source_of(message)
     if src is None:
         lang = await user_lang(state(context), update.effective_user)
-        await message.reply_text(t(lang, "not_an_image_file"), do_quote=True)
+        what = "animation_later" if message.animation is not None else "not_an_image_file"
+        await message.reply_text(t(lang, what), do_quote=True)
         return
     _, style = anime_command(message.caption, context.bot.username)
     await convert(update, context, [src], message.message_id, style)
@@ -247,18 +276,31 @@ async def group_media(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 
 async def on_album(st: BotState, messages: list[Message]) -> None:
-    """The album collector's callback: answer a whole album as one request."""
-    first = messages[0]
-    username = first.get_bot().username
-    asks = [anime_command(m.caption, username) for m in messages]
-    if first.chat.type != "private" and not any(asked for asked, _ in asks):
+    """The album collector's callback: answer the album's parts that came together as one request.
+
+    Telegram may deliver an album's parts seconds apart, so one album can
+    come in several batches; each part is taken on once (the journal keeps
+    which), and a group album asked for by the caption of one part has its
+    later parts drawn too, in the same style.
+    """
+    group = messages[0].media_group_id
+    assert group is not None
+    taken, album_style = await st.runner.album_taken(messages[0].chat_id, group)
+    fresh = [m for m in messages if m.message_id not in taken]
+    if not fresh:
+        log.info("album %s: every part already taken on; its updates came again", group)
+        return
+    first = fresh[0]
+    asks = [anime_command(m.caption, first.get_bot().username) for m in fresh]
+    if first.chat.type != "private" and not taken and not any(asked for asked, _ in asks):
         return  # a group album nobody asked about
-    style_arg = next((s for asked, s in asks if asked and s), None)
-    sources = [s for s in (source_of(m) for m in messages) if s is not None]
+    style_arg = next((s for asked, s in asks if asked and s), None) or album_style
+    sources = [s for s in (source_of(m) for m in fresh) if s is not None]
     if not sources:
         await first.reply_text(t(await user_lang(st, first.from_user), "not_an_image_file"), do_quote=True)
         return
-    await request(st, f"album-{first.media_group_id}", first, first.from_user, sources, first.message_id, style_arg)
+    await request(st, f"album-{group}-{first.message_id}", first, first.from_user, sources, first.message_id,
+                  style_arg, album=group)
 
 
 async def convert(update: Update, context: ContextTypes.DEFAULT_TYPE, sources: list[Source], reply_to: int,
@@ -268,7 +310,7 @@ async def convert(update: Update, context: ContextTypes.DEFAULT_TYPE, sources: l
 
 
 async def request(st: BotState, job_id: str, message: Message, user: User | None, sources: list[Source],
-                  reply_to: int, style_arg: str | None) -> None:
+                  reply_to: int, style_arg: str | None, album: str | None = None) -> None:
     """Hand ``sources`` to the runner in the asked (or the user's) style; the results go under ``reply_to``.
 
     ``/anime WORD`` with an unknown WORD is answered (under ``message``) with
@@ -284,56 +326,129 @@ async def request(st: BotState, job_id: str, message: Message, user: User | None
     style = style or await user_style(st, user)
     await st.runner.run(Request(
         job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
-        style=style, sources=tuple(sources), settings=await chat_settings(st, message.chat_id),
+        style=style, sources=tuple(sources), settings=await chat_settings(st, message.chat_id), album=album,
     ))
 
 
 # --- buttons -------------------------------------------------------------------------
 
-async def button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Inline buttons. The query is answered first, so the client stops its spinner at once."""
+async def redraw_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``r:STYLE:ID``: draw the result's photo again in another style, with the result's settings."""
+    style_arg, result_id = context.matches[0].groups() if context.matches else (None, "")
+    await result_button(update, context, result_id, style_arg, as_document=False)
+
+
+async def full_size_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``f:ID``: the result itself, as a file."""
+    result_id = context.matches[0].group(1) if context.matches else ""
+    await result_button(update, context, result_id, None, as_document=True)
+
+
+async def result_button(update: Update, context: ContextTypes.DEFAULT_TYPE, result_id: str, style_arg: str | None,
+                        as_document: bool) -> None:
+    """Act on the result a button sits under, as it was drawn, and only in the chat it was shown in.
+
+    A second press while the first is being answered is told so, and costs nothing.
+    """
     st = state(context)
     query = update.callback_query
-    user = query.from_user
-    b = keyboards.parse(query.data)
-    lang = await user_lang(st, user)
-    if b is not None and b.action == "l" and b.value in LANGS:
-        await answer_quietly(query)
-        await st.cache.set_user_lang(user.id, b.value)
-        await query.edit_message_text(t(b.value, "lang_set"))
+    message = query.message
+    press = (message.chat.id if message is not None else 0, str(query.data))
+    if press in st.pressing:  # checked before any await: ten presses at once are ten updates at once
+        await answer_quietly(query, t(await user_lang(st, query.from_user), "already_coming"))
         return
-    if b is not None and b.action == "o" and query.message is not None:
-        await answer_quietly(query)
-        chat_id = query.message.chat.id
-        await st.cache.set_render_pref(chat_id, b.value, int(b.sha_prefix))
-        current = await chat_settings(st, chat_id)
-        await query.edit_message_text(keyboards.settings_text(current, lang),
-                                      reply_markup=keyboards.settings_keyboard(current, lang))
-        return
-    style = st.styles.resolve(b.value) if b is not None and b.action in "srf" else None
-    if style is not None and b.action == "s":
-        await answer_quietly(query)
-        await st.cache.set_user_style(user.id, style)
+    st.pressing.add(press)
+    try:
+        lang = await user_lang(st, query.from_user)
+        shown = await st.buttons.find(result_id, message.chat.id) if message is not None else None
+        style = st.styles.resolve(style_arg or shown.style) if shown is not None else None
+        file_id = await st.cache.file_id_of(shown.content_sha256) if shown is not None else None
+        if message is None or shown is None or style is None or file_id is None:
+            await answer_quietly(query, t(lang, "button_expired"), alert=True)
+            return
+        original = getattr(message, "reply_to_message", None)
+        await st.runner.run(Request(
+            job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
+            reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
+            sources=(Source(file_id, sha256=shown.content_sha256),), settings=shown.settings,
+            as_document=as_document, query_id=query.id,
+        ))
+    finally:
+        st.pressing.discard(press)
+
+
+async def style_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``s:STYLE:UID``: set the default style of the user the menu was sent to."""
+    st = state(context)
+    query = update.callback_query
+    lang = await user_lang(st, query.from_user)
+    name, owner = context.matches[0].groups() if context.matches else ("", "0")
+    style = st.styles.resolve(name)
+    if await own_menu_choice(query, lang, style is not None, owner, "/style"):
+        assert style is not None
+        await st.cache.set_user_style(query.from_user.id, style)
         await query.edit_message_text(t(lang, "style_set", style=st.styles.label(style)))
-        return
-    found = await st.cache.source_of(b.sha_prefix) if style is not None else None
-    if found is None or query.message is None:
+
+
+async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``l:LANG:UID``: set the language of the user the menu was sent to."""
+    st = state(context)
+    query = update.callback_query
+    lang = await user_lang(st, query.from_user)
+    code, owner = context.matches[0].groups() if context.matches else ("", "0")
+    if await own_menu_choice(query, lang, code in LANGS, owner, "/lang"):
+        await st.cache.set_user_lang(query.from_user.id, code)
+        await query.edit_message_text(t(code, "lang_set"))
+
+
+async def own_menu_choice(query: CallbackQuery, lang: str, valid: bool, owner: str, command: str) -> bool:
+    """Answer a menu press; True if it is a valid choice by the person the menu was sent to.
+    Anyone else in a group gets an alert, and the owner's menu stays as it is."""
+    if not valid:
+        await answer_quietly(query, t(lang, "button_expired"), alert=True)
+        return False
+    if int(owner) != query.from_user.id:
+        await answer_quietly(query, t(lang, "not_your_menu", command=command), alert=True)
+        return False
+    await answer_quietly(query)
+    return True
+
+
+async def option_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``o:OPTION:VALUE``: change one of this chat's drawing settings (a group's admins only)."""
+    st = state(context)
+    query = update.callback_query
+    lang = await user_lang(st, query.from_user)
+    name, value = context.matches[0].groups() if context.matches else ("", "")
+    if query.message is None or (name, value) not in keyboards.OPTION_VALUES:
         await answer_quietly(query, t(lang, "button_expired"), alert=True)
         return
+    chat_id = query.message.chat.id
+    if not await may_configure(st, context, chat_id, query.from_user):
+        await answer_quietly(query, t(lang, "settings_admins_only"), alert=True)
+        return
     await answer_quietly(query)
-    sha, file_id = found
-    message = query.message
-    original = getattr(message, "reply_to_message", None)
-    await st.runner.run(Request(
-        job_id=str(update.update_id), chat_id=message.chat.id, user_id=user.id,
-        reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
-        sources=(Source(file_id, sha256=sha),), settings=await chat_settings(st, message.chat.id),
-        as_document=b.action == "f",
-    ))
+    await st.cache.set_render_pref(chat_id, name, int(value))
+    current = await chat_settings(st, chat_id)
+    with contextlib.suppress(TelegramError):  # pressed twice: "message is not modified"
+        await query.edit_message_text(keyboards.settings_text(current, lang),
+                                      reply_markup=keyboards.settings_keyboard(current, lang))
+
+
+async def unknown_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Any other callback data: a button of an older version, or forged."""
+    query = update.callback_query
+    await answer_quietly(query, t(await user_lang(state(context), query.from_user), "button_expired"), alert=True)
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Log what went wrong in one line; the user already got an answer or a polite message."""
+    """What a handler raised. Telegram's answers (a user who blocked the bot, a deleted chat,
+    flood control on a command's reply) are one line; anything else is a bug and keeps its traceback."""
     uid = update.update_id if isinstance(update, Update) else "-"
     err = context.error
-    log.error("update %s: %s: %s", uid, err.__class__.__name__, err)
+    if isinstance(err, Forbidden):
+        log.warning("update %s: cannot answer, Telegram says %s", uid, err.message)
+    elif isinstance(err, TelegramError):
+        log.warning("update %s: Telegram refused: %s: %s", uid, err.__class__.__name__, err.message)
+    else:
+        log.error("update %s: unexpected error", uid, exc_info=err)

@@ -85,6 +85,14 @@ TEXTS: dict[str, dict[str, str]] = {
         ),
         "none": "none",
         "first_frame": "🎞 That was an animation: I drew its first frame.",
+        "not_taken": "Photos not taken so far: {count}. Send them again once these are back.",
+        "quota_partial": "{left_out} of your photos were left out: they are over today's limit of {count}. "
+                         "It resets at midnight UTC.",
+        "album_buttons": "Full-size files, by photo:",
+        "already_coming": "Already on its way…",
+        "not_your_menu": "This menu belongs to someone else. Send {command} for your own.",
+        "settings_admins_only": "Only this group's admins can change its settings.",
+        "animation_later": "I can't draw animations and GIFs yet. Send a still photo, or a frame of it as a picture.",
     },
     "zh": {
         "start": (
@@ -159,6 +167,13 @@ TEXTS: dict[str, dict[str, str]] = {
         ),
         "none": "无",
         "first_frame": "🎞 这是一个动图：我画了它的第一帧。",
+        "not_taken": "目前未接收的照片：{count} 张。等这些完成后请重新发送。",
+        "quota_partial": "有 {left_out} 张照片超出了今天 {count} 张的上限，未被处理。UTC 午夜重置。",
+        "album_buttons": "各张照片的原尺寸文件：",
+        "already_coming": "正在处理中…",
+        "not_your_menu": "这个菜单是别人的。发送 {command} 获取你自己的。",
+        "settings_admins_only": "只有本群管理员可以更改设置。",
+        "animation_later": "我暂时还不能画动图和 GIF。请发送静态照片。",
     },
 }
 

@@ -36,3 +36,7 @@ def setup_logging(*secrets: str | None, level: int = logging.INFO) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # When the rate limiter stops waiting out flood control it logs a traceback
+    # at ERROR and re-raises; bot/retry.py then waits on, with one line naming
+    # the job, so the limiter's own give-up is noise.
+    logging.getLogger("telegram.ext.AIORateLimiter").addFilter(lambda record: record.levelno < logging.ERROR)

@@ -7,6 +7,9 @@ own (one thread per worker), so a 20 MB photo never stalls the loop.
 
 A worker that dies, or takes longer than the timeout, is killed and
 replaced; its task fails with :class:`WorkerLost` so the user can be told.
+Room in the queue can be reserved before a photo is downloaded
+(:meth:`WorkerPool.reserve`), so a burst of users is told "busy" before the
+bot fetches megabytes it has no room to draw.
 """
 from __future__ import annotations
 
@@ -73,6 +76,7 @@ class WorkerPool:
         self._queue: asyncio.Queue[Task] = asyncio.Queue()
         self._workers: list[_Worker | None] = [None] * size
         self._busy = 0
+        self._reserved = 0  # queue places promised to requests still downloading
         self._dispatchers: list[asyncio.Task[None]] = []
         self._paused = asyncio.Event()  # set: dispatchers take no new tasks (shutting down)
         self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="pool-pipe")
@@ -85,8 +89,8 @@ class WorkerPool:
         self._dispatchers = [asyncio.create_task(self._dispatch(i), name=f"dispatch-{i}") for i in range(self.size)]
 
     def free_slots(self) -> int:
-        """How many more tasks the queue accepts now."""
-        return max(0, self.queue_size - self._queue.qsize())
+        """How many more tasks the queue accepts now (places reserved but not yet used count as taken)."""
+        return max(0, self.queue_size - self._queue.qsize() - self._reserved)
 
     @property
     def waiting(self) -> int:
@@ -103,23 +107,36 @@ class WorkerPool:
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w is not None and w.process.pid is not None]
 
+    def reserve(self, places: int) -> "Reservation | None":
+        """Hold ``places`` in the queue for photos still to be downloaded; None if there is no room."""
+        if places > self.free_slots():
+            return None
+        self._reserved += places
+        return Reservation(self, places)
+
     def submit(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
         """Queue a conversion, or raise :class:`PoolBusy` when the queue is full."""
-        if self._queue.qsize() >= self.queue_size:
+        if self.free_slots() < 1:
             raise PoolBusy("the queue is full")
-        idle = self.size - self._busy
-        task = Task(job_id, data, style, settings, position=max(0, self._queue.qsize() - idle) + 1)
-        self._queue.put_nowait(task)
-        return task
+        return self._put(job_id, data, style, settings)
 
     async def submit_when_room(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
         """Queue a conversion, waiting for room: for jobs already promised an answer (recovered ones)."""
-        while self._queue.qsize() >= self.queue_size:
+        while self.free_slots() < 1:
             await asyncio.sleep(0.2)
         return self.submit(job_id, data, style, settings)
 
+    def _put(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
+        """Queue a task. Its place counts the tasks ahead of it that no idle worker will take at once:
+        0 or less means a worker starts it now, 1 that it is next."""
+        ahead, idle = self._queue.qsize(), self.size - self._busy
+        task = Task(job_id, data, style, settings, position=ahead - idle + 1)
+        self._queue.put_nowait(task)
+        return task
+
     def pause(self) -> None:
-        """Let running tasks finish but start no new ones: the first step of a graceful stop."""
+        """Let running tasks finish but start no new ones: the first step of a graceful stop.
+        From here on a worker that dies is not replaced."""
         self._paused.set()
 
     async def close(self) -> None:
@@ -145,6 +162,9 @@ class WorkerPool:
             worker = self._workers[slot]
             if worker is None or not worker.process.is_alive():
                 worker = await self._replace(slot, "found dead")
+                if worker is None:
+                    _fail(task, WorkerLost("the worker is gone"))
+                    return
             self._busy += 1
             task.waited_s = time.monotonic() - task.queued_at
             task.started.set()
@@ -157,13 +177,15 @@ class WorkerPool:
                 log.warning("job %s: worker %d (pid %s) passed %.0f s; replacing it",
                             task.job_id, slot, worker.process.pid, self.timeout_s)
                 _fail(task, WorkerLost("the worker timed out"))
-                await self._replace(slot, "timed out")
+                if await self._replace(slot, "timed out") is None:
+                    return
                 continue
             except (EOFError, OSError) as exc:
-                log.warning("job %s: worker %d (pid %s) died (%s); replacing it",
-                            task.job_id, slot, worker.process.pid, exc.__class__.__name__)
+                log.warning("job %s: worker %d (pid %s) died (%s)%s", task.job_id, slot, worker.process.pid,
+                            exc.__class__.__name__, "" if self._paused.is_set() else "; replacing it")
                 _fail(task, WorkerLost("the worker crashed"))
-                await self._replace(slot, "crashed")
+                if await self._replace(slot, "crashed") is None:
+                    return
                 continue
             finally:
                 self._busy -= 1
@@ -192,11 +214,12 @@ class WorkerPool:
             return None
         return task
 
-    async def _replace(self, slot: int, why: str) -> _Worker:
-        """Kill the slot's worker and start another, retrying with backoff until one starts.
+    async def _replace(self, slot: int, why: str) -> _Worker | None:
+        """Kill the slot's worker and start another, retrying with backoff until one starts;
+        None, and the slot left empty, once the pool is stopping.
 
-        A slot must never stay empty: its dispatcher is the only one that
-        serves the tasks it takes from the queue.
+        A running pool's slot must never stay empty: its dispatcher is the
+        only one that serves the tasks it takes from the queue.
         """
         old = self._workers[slot]
         self._workers[slot] = None
@@ -204,6 +227,8 @@ class WorkerPool:
             old.process.kill()
             await asyncio.to_thread(old.process.join, STOP_TIMEOUT_S)
             old.conn.close()
+        if self._paused.is_set():  # stopping: a new worker would only be stopped again
+            return None
         delay = RESPAWN_DELAY_S
         while True:
             try:
@@ -245,6 +270,35 @@ class WorkerPool:
             worker.process.kill()
             worker.process.join(STOP_TIMEOUT_S)
         worker.conn.close()
+
+
+class Reservation:
+    """Places held in a pool's queue for one request; each :meth:`submit` uses one.
+
+    Release what is left (``with`` does) once the request needs no more: a
+    photo found in the cache after its download needs no place.
+    """
+
+    def __init__(self, pool: WorkerPool, places: int) -> None:
+        self._pool = pool
+        self.places = places
+
+    def submit(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
+        if self.places < 1:  # more photos than reserved: queue like anyone else
+            return self._pool.submit(job_id, data, style, settings)
+        self.places -= 1
+        self._pool._reserved -= 1
+        return self._pool._put(job_id, data, style, settings)
+
+    def release(self) -> None:
+        self._pool._reserved -= self.places
+        self.places = 0
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def _exchange(conn: Connection, order: WorkOrder) -> Converted | WorkFailed:

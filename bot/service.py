@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import signal
 import time
@@ -20,13 +21,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from telegram import Update
-from telegram.error import TelegramError
+from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application
 
 from bot.config import Config
 from bot.handlers import BotState
 from bot.intake import Intake
-from bot.polling import poll
+from bot.polling import MAX_BACKOFF_S, poll
+from bot.state import close_state, open_state
+from bot.styles import Styles
 from bot.webhook import WebhookServer
 
 log = logging.getLogger("animebot")
@@ -41,57 +44,85 @@ def heartbeat_path(home: Path) -> Path:
     return home / "heartbeat"
 
 
-async def serve(app: Application, cfg: Config) -> None:
-    """Run the bot until SIGINT or SIGTERM."""
+async def serve(app: Application, cfg: Config, styles: Styles) -> None:
+    """Run the bot until SIGINT or SIGTERM: the whole lifetime, in order."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with app:  # initialize (getMe) and, on the way out, shutdown
+    if not await _initialize(app, stop):
+        log.info("stopped before the Bot API answered")
+        return
+    try:
+        st = await open_state(app, cfg, styles)  # cache, journal, workers (they load their models)
         try:
-            if app.post_init:
-                await app.post_init(app)  # cache, journal, workers, runner (bot/app.py)
             await app.start()
-            st: BotState = app.bot_data["animebot"]
-            intake = Intake(app, st.runner.journal)
-            resumed = await st.runner.recover()
-            replayed = await intake.replay()
-            if resumed or replayed:
-                log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
-            chores = asyncio.create_task(_chores(st, cfg.home))
-            server, poller = None, None
             try:
-                if cfg.webhook_url:
-                    server = await _start_webhook(app, cfg, intake, st)
-                else:
-                    try:
-                        await app.bot.delete_webhook()
-                    except TelegramError as exc:
-                        log.info("deleteWebhook not done (%s); polling anyway", exc.__class__.__name__)
-                    offset = await st.runner.journal.next_offset()
-                    poller = asyncio.create_task(poll(app, intake, offset, cfg.poll_timeout_s, ALLOWED_UPDATES))
-                stopping = asyncio.create_task(stop.wait())
-                await asyncio.wait([t for t in (poller, stopping) if t], return_when=asyncio.FIRST_COMPLETED)
-                log.info("stopping: no new updates; up to %.0f s for the photos being drawn", cfg.stop_wait_s)
-                if server is not None:
-                    server.stopping = True
-                stopping.cancel()
-                if poller is not None:
-                    poller.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await poller  # re-raises InvalidToken, if that is why polling ended
-                await st.runner.drain(cfg.stop_wait_s)
-                await intake.cancel()
+                await _serve_updates(app, cfg, st, stop)
             finally:
-                chores.cancel()
-                if server is not None:
-                    await server.stop()
                 await app.stop()
         finally:
-            if app.post_shutdown:
-                await app.post_shutdown(app)
+            await close_state(st)
             heartbeat_path(cfg.home).unlink(missing_ok=True)
+    finally:
+        await app.shutdown()
     log.info("stopped")
+
+
+async def _initialize(app: Application, stop: asyncio.Event) -> bool:
+    """Ask the Bot API who we are (getMe), backing off while it is unreachable; False if stopped first.
+    A refused token is not something waiting fixes: InvalidToken goes up."""
+    backoff = 1.0
+    while not stop.is_set():
+        try:
+            await app.initialize()
+            return True
+        except InvalidToken:
+            raise
+        except NetworkError as exc:
+            log.warning("the Bot API is unreachable (%s: %s); trying again in %.0f s",
+                        exc.__class__.__name__, exc.message, backoff)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+    return False
+
+
+async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyncio.Event) -> None:
+    """Recover, take updates until told to stop, then stop gracefully."""
+    intake = Intake(app, st.runner.journal)
+    resumed = await st.runner.recover()
+    replayed = await intake.replay()
+    if resumed or replayed:
+        log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
+    chores = asyncio.create_task(_chores(st, cfg.home))
+    server, poller = None, None
+    try:
+        if cfg.webhook_url:
+            server = await _start_webhook(app, cfg, intake, st)
+        else:
+            try:
+                await app.bot.delete_webhook()
+            except TelegramError as exc:
+                log.info("deleteWebhook not done (%s); polling anyway", exc.__class__.__name__)
+            offset = await st.runner.journal.next_offset()
+            poller = asyncio.create_task(poll(app, intake, offset, cfg.poll_timeout_s, ALLOWED_UPDATES))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait([t for t in (poller, stopping) if t], return_when=asyncio.FIRST_COMPLETED)
+        log.info("stopping: no new updates; up to %.0f s for the photos being drawn", cfg.stop_wait_s)
+        if server is not None:
+            server.stopping = True
+        stopping.cancel()
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller  # re-raises InvalidToken, if that is why polling ended
+        await st.runner.drain(cfg.stop_wait_s)
+        await intake.cancel()
+    finally:
+        chores.cancel()
+        if server is not None:
+            await server.stop()
 
 
 async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotState) -> WebhookServer:
@@ -110,13 +141,13 @@ async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotS
 
 
 async def _chores(st: BotState, home: Path) -> None:
-    """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up);
-    every hour, forget old journal rows."""
+    """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up),
+    with our pid so that a killed bot is seen at once; every hour, forget old journal rows."""
     beat = heartbeat_path(home)
     last_prune = 0.0
     while True:
         if st.runner.pool.alive() == st.runner.pool.size:
-            beat.write_text(f"{time.time():.0f}\n")
+            beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
         if time.monotonic() - last_prune > PRUNE_EVERY_S:
             await st.runner.journal.prune()
             last_prune = time.monotonic()
@@ -127,9 +158,22 @@ def health(home: Path) -> tuple[bool, str]:
     """For Docker's HEALTHCHECK: is a bot in ``home`` running with all its workers?"""
     beat = heartbeat_path(home)
     try:
-        age = time.time() - float(beat.read_text().strip())
+        stamp, _, pid = beat.read_text().strip().partition(" ")
+        age = time.time() - float(stamp)
     except (OSError, ValueError):
         return False, f"no heartbeat at {beat}: the bot is not running (or still loading its models)"
+    if pid.isdigit() and not _running(int(pid)):
+        return False, f"the bot (pid {pid}) is not running: it was killed or crashed"
     if age > HEARTBEAT_STALE_S:
         return False, f"the last heartbeat is {age:.0f} s old: the bot is stuck or a worker is down"
     return True, f"ok (heartbeat {age:.0f} s ago)"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but another user's
+        return True
+    return True

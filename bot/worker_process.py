@@ -8,8 +8,12 @@ of the parent process.
 """
 from __future__ import annotations
 
+import ctypes
+import logging
+import multiprocessing as mp
 import os
 import signal
+import sys
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -46,11 +50,34 @@ class WorkFailed:
     message: str
 
 
+log = logging.getLogger("animebot.worker")
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _obey_the_parent_only() -> None:
+    """Stop only when the bot says so, and never outlive it.
+
+    A Ctrl-C in a terminal, systemd's default KillMode, ``kill -TERM -PGID``
+    and ``timeout`` all signal the whole process group; the bot's graceful
+    stop must decide when the photo being drawn is done, so SIGINT and
+    SIGTERM are ignored here. If the bot itself dies (``kill -9``), the
+    kernel kills the worker too (Linux), instead of leaving it to finish a
+    photo nobody will send and to write into the next run's log.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    parent = mp.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # it died before prctl took effect
+        os._exit(0)
+
+
 def serve(conn: Connection, spec: WorkerSpec) -> None:
     """Worker main loop. Sends ``("ready", pid)`` or ``("failed", message)`` first."""
-    # The parent owns shutdown: a Ctrl-C in the terminal reaches the whole
-    # process group, and a worker that died mid-job would lose that photo.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _obey_the_parent_only()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from inference.engine import face_style_for, load_detector, load_stylizer
     from inference.faces import FaceDetector
     from inference.pipeline import FaceTools, convert_bytes
@@ -108,6 +135,10 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
             reply = convert_bytes(order.data, model(order.style), order.settings, tools)
         except AnimebotError as exc:
             reply = WorkFailed(order.job_id, exc.code, exc.message)
-        except Exception as exc:  # a bug or a torch failure: report it, keep serving
+        except Exception as exc:  # a bug or a runtime failure: keep its traceback, keep serving
+            log.exception("job %s: unexpected failure in the worker", order.job_id)
             reply = WorkFailed(order.job_id, "internal", f"{exc.__class__.__name__}: {exc}")
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:  # the bot is gone (BrokenPipeError): nobody to answer
+            return

@@ -83,6 +83,7 @@ class FakeTelegram:
         self.missing = set(missing)  # methods to answer 404, as a minimal Bot API would
         self.faults: dict[str, list[Fault]] = {}  # method (or "download") -> what its next calls suffer
         self.blocked: set[int] = set()  # users who blocked the bot: sending to them is Forbidden
+        self.chat_admins: dict[int, set[int]] = {}  # group chat id -> its admins' user ids (getChatMember)
         self.webhook: dict[str, Any] = {}
         # Called with (method, params) as each request arrives; True drops it unanswered and
         # unrecorded, as if the connection died before Telegram took it (a test's crash point).
@@ -92,6 +93,7 @@ class FakeTelegram:
         self.files: dict[str, StoredFile] = {}
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
         self._updates: list[dict[str, Any]] = []
+        self.pushed: list[int] = []  # every update id handed out, for tests that wait until all are handled
         self._update_ids = itertools.count(1000)
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._file_ids = itertools.count(1)
@@ -130,7 +132,7 @@ class FakeTelegram:
 
     def photo_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, caption: str | None = None,
                       reply_to: dict[str, Any] | None = None, media_group_id: str | None = None,
-                      same_file: StoredFile | None = None, push: bool = True) -> dict[str, Any]:
+                      same_file: StoredFile | None = None, push: bool = True, spoiler: bool = False) -> dict[str, Any]:
         """A user's photo message; ``same_file`` resends an already known photo, as forwarding does.
         With ``push=False`` the message exists but no update carries it (the test delivers it)."""
         f = same_file or self.store_file(data)
@@ -144,7 +146,17 @@ class FakeTelegram:
             msg["reply_to_message"] = reply_to
         if media_group_id is not None:
             msg["media_group_id"] = media_group_id
+        if spoiler:
+            msg["has_media_spoiler"] = True
         return self.push({"message": msg}) if push else msg
+
+    def animation_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes) -> dict[str, Any]:
+        """A GIF as Telegram delivers it: a silent MP4 'animation', with the same file as a document."""
+        f = self.store_file(data, ".mp4")
+        file = {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_name": "clip.gif.mp4",
+                "mime_type": "video/mp4", "file_size": len(data)}
+        animation = {**file, "width": 320, "height": 240, "duration": 2}
+        return self.push({"message": self._message(chat, user, animation=animation, document=file)})
 
     def document_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, file_name: str,
                          mime_type: str) -> dict[str, Any]:
@@ -173,6 +185,7 @@ class FakeTelegram:
         with self._cond:
             update = {"update_id": next(self._update_ids), **payload}
             self._updates.append(update)
+            self.pushed.append(update["update_id"])
             self._cond.notify_all()
         return next(iter(payload.values()))
 
@@ -308,6 +321,18 @@ class FakeTelegram:
             while not self._updates and time.monotonic() < deadline:
                 self._cond.wait(deadline - time.monotonic())
             return list(self._updates[: int(params.get("limit") or 100)])
+
+    def _m_getChatMember(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        chat_id, user_id = int(params["chat_id"]), int(params["user_id"])
+        status = "administrator" if user_id in self.chat_admins.get(chat_id, set()) else "member"
+        user = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
+        if status == "administrator":
+            return {"status": status, "user": user, "can_be_edited": False, "is_anonymous": False,
+                    "can_manage_chat": True, "can_delete_messages": True, "can_manage_video_chats": True,
+                    "can_restrict_members": True, "can_promote_members": False, "can_change_info": True,
+                    "can_invite_users": True, "can_post_stories": False, "can_edit_stories": False,
+                    "can_delete_stories": False}
+        return {"status": status, "user": user}
 
     def _m_getFile(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         f = self.files.get(str(params.get("file_id")))

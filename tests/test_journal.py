@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import time
 from pathlib import Path
 
 from bot.access import Access, Limits
-from bot.jobs import Request, Source, request_from_json, request_to_json
+from bot.requests import Request, Source, StoredRequestError, request_from_json, request_to_json
 from inference.pipeline import ConvertSettings
 from storage.journal import Journal
+from storage.schema import STEPS
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -64,21 +67,42 @@ def test_rate_limit_and_quota_count_from_jobs_and_spare_admins(tmp_path: Path) -
         j = await Journal.open(tmp_path / "bot.db")
         limits = Limits(j, Access(admins=frozenset({9})), per_minute=3, per_day=5)
         now = time.time()
-        assert await limits.refusal(1, 1, now) is None
+        assert await limits.allowance(1, 1, now) == (1, None)
         await j.create_job("1", 1, 1, 3, "{}")  # an album of 3, just now
-        refusal = await limits.refusal(1, 1, now)
-        assert refusal is not None and refusal.code == "rate_limited"
+        allowed, refusal = await limits.allowance(1, 1, now)
+        assert allowed == 0 and refusal is not None and refusal.code == "rate_limited"
         await j.create_job("r", 1, 1, 1, "{}", state="refused", outcome="rate_limited")
-        assert (await limits.refusal(1, 1, now)).code == "rate_limited"  # refusals don't extend it
-        assert await limits.refusal(1, 1, now + 61) is None
+        assert (await limits.allowance(1, 1, now))[1].code == "rate_limited"  # refusals don't extend it
+        assert await limits.allowance(1, 1, now + 61) == (1, None)
         await j.create_job("b", 1, 1, 5, "{}", state="failed", outcome="busy")  # the bot's fault, not counted
-        assert await limits.refusal(1, 1, now + 61) is None
+        assert await limits.allowance(1, 1, now + 61) == (1, None)
         await j.create_job("2", 1, 1, 2, "{}")
-        assert (await limits.refusal(1, 1, now)).code == "rate_limited"
-        quota = await limits.refusal(1, 1, now + 61)
-        assert quota is not None and quota.code == "quota_reached"  # 3 + 2 of 5 today
-        assert await limits.refusal(9, 100, now) is None  # an admin
-        assert await limits.refusal(2, 1, now) is None  # someone else
+        assert (await limits.allowance(1, 1, now))[1].code == "rate_limited"
+        allowed, quota = await limits.allowance(1, 1, now + 61)
+        assert allowed == 0 and quota is not None and quota.code == "quota_reached"  # 3 + 2 of 5 today
+        assert await limits.allowance(9, 100, now) == (100, None)  # an admin
+        assert await limits.allowance(2, 1, now) == (1, None)  # someone else
+        await j.close()
+
+    run(go())
+
+
+def test_the_daily_quota_counts_photos_drawn_and_an_album_gets_what_fits(tmp_path: Path) -> None:
+    async def go() -> None:
+        j = await Journal.open(tmp_path / "bot.db")
+        limits = Limits(j, Access(), per_minute=0, per_day=5)
+        await j.create_job("hits", 1, 1, 3, "{}")
+        await j.finish_job("hits", "done", drawn=0)  # three repeats answered from the cache
+        await j.create_job("press", 1, 1, 1, "{}")
+        await j.finish_job("press", "done", drawn=0)  # a Full size press of a cached result
+        await j.create_job("bad", 1, 1, 1, "{}")
+        await j.finish_job("bad", "failed", "corrupt")
+        assert await limits.allowance(1, 5) == (5, None)  # nothing was drawn today
+        await j.create_job("new", 1, 1, 2, "{}")
+        await j.finish_job("new", "done", drawn=2)
+        await j.create_job("open", 1, 1, 1, "{}")  # not answered yet: it may be drawn
+        allowed, refusal = await limits.allowance(1, 4)
+        assert allowed == 2 and refusal is not None and refusal.code == "quota_reached"
         await j.close()
 
     run(go())
@@ -90,3 +114,44 @@ def test_the_allowlist_admits_listed_users_groups_and_admins() -> None:
     private = Access(admins=frozenset({9}), allowlist=frozenset({1, -100}))
     assert private.allows(1, 1) and private.allows(9, 9) and private.allows(2, -100)
     assert not private.allows(2, 2) and not private.allows(None, None)
+
+
+def test_a_request_written_by_an_older_version_still_reads() -> None:
+    old = {  # as the first version stored it: no "v", no album/spoiler fields, and one field since dropped
+        "job_id": "77", "chat_id": 5, "user_id": 5, "reply_to": 3, "lang": "en", "style": "hayao",
+        "sources": [{"file_id": "F", "file_unique_id": "U", "file_size": 10, "sha256": None}],
+        "settings": {"max_side": 720, "fmt": "jpg", "jpeg_quality": 92, "faces": True, "strength": 100,
+                     "keep_colours": False, "limits": {"max_pixels": 1, "min_side": 32, "max_aspect": 20.0}},
+        "as_document": False, "fast": False, "retired_field": 1,
+    }
+    req = request_from_json(json.dumps(old))
+    assert (req.job_id, req.sources[0].file_id, req.sources[0].spoiler, req.album) == ("77", "F", False, None)
+    for broken in ("not json", "{}", json.dumps({**old, "sources": "x"})):
+        try:
+            request_from_json(broken)
+        except StoredRequestError:
+            continue
+        raise AssertionError(f"{broken!r} was read")
+
+
+def test_a_database_of_the_first_schema_is_brought_up_to_date(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "bot.db")
+    db.executescript(STEPS[0])  # what the first release created, user_version 0
+    db.execute("INSERT INTO jobs (job_id, chat_id, user_id, photos, request, state, created_at)"
+               " VALUES ('old', 1, 1, 1, '{}', 'done', ?)", (time.time(),))
+    db.commit()
+    db.close()
+
+    async def go() -> None:
+        j = await Journal.open(tmp_path / "bot.db")
+        assert await j.job_state("old") == "done"
+        assert await j.drawn_since(1, 0) == 1  # an old answered job counts as drawn
+        assert await j.create_job("a", 1, 1, 2, "{}", album=("G", [10, 11]))
+        assert await j.album_parts(1, "G") == {10: "a", 11: "a"}
+        await j.close()
+        again = await Journal.open(tmp_path / "bot.db")  # opening a current file changes nothing
+        assert await again.album_parts(1, "G") == {10: "a", 11: "a"}
+        await again.close()
+
+    run(go())
+    assert sqlite3.connect(tmp_path / "bot.db").execute("PRAGMA user_version").fetchone()[0] == len(STEPS)

@@ -1,0 +1,165 @@
+"""Sending a request's answer: the drawn results, a sentence, or a refusal.
+
+Results go by their remembered Telegram ``file_id`` when there is one (no
+upload), and are uploaded when Telegram has forgotten it. A single result
+carries its buttons; an album's results cannot, so a message after the
+album carries a Full size button per photo. Refusals to a button press
+are an alert on the button, not a chat message; refusals that repeat in a
+chat within a minute edit one message with the count instead of sending
+another.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from telegram import Bot, InputMediaPhoto, Message
+from telegram.error import BadRequest, TelegramError
+
+from bot.access import Refusal
+from bot.i18n import t
+from bot.keyboards import album_keyboard, result_keyboard
+from bot.requests import Request, Source
+from bot.retry import retrying
+from bot.status import reply_to
+from bot.styles import Styles
+from storage.buttons import ResultButtons, ShownResult
+from storage.cache import Cache, CachedResult
+
+log = logging.getLogger("animebot.replies")
+
+NOTICE_WINDOW_S = 60.0  # refusals within this long of the last one edit it instead of adding one
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One source's result, and how it was got."""
+
+    source: Source
+    sha256: str
+    result: CachedResult
+    from_cache: bool
+    animated: bool = False  # only the first frame of an animation was drawn
+
+
+@dataclass
+class _Notice:
+    message_id: int
+    skipped: int
+    at: float
+
+
+class Replies:
+    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles) -> None:
+        self.bot = bot
+        self.cache = cache
+        self.buttons = buttons
+        self.styles = styles
+        self._notices: dict[tuple[int, str], _Notice] = {}
+        self._notice_locks: dict[tuple[int, str], asyncio.Lock] = {}  # a burst's refusals come at once
+
+    async def results(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+        """Send the results; returns each with the message that carried it (for :meth:`remember`)."""
+        if req.as_document:
+            return [(d, await self._document(req, d)) for d in done]
+        if len(done) == 1:
+            return [(done[0], await self._photo(req, done[0]))]
+        return await self._album(req, done)
+
+    async def remember(self, sent: Sequence[tuple[Drawn, Message]]) -> None:
+        """Keep what Telegram calls our uploads, so a repeat is sent by reference."""
+        for d, msg in sent:
+            res = d.result
+            if msg.photo and msg.photo[-1].file_id != res.photo_file_id:
+                await self.cache.set_file_ids(res.key, photo_file_id=msg.photo[-1].file_id)
+            if msg.document and msg.document.file_id != res.document_file_id:
+                await self.cache.set_file_ids(res.key, document_file_id=msg.document.file_id)
+
+    async def say(self, req: Request, text: str) -> None:
+        await retrying(f"job {req.job_id}: sendMessage",
+                       lambda: self.bot.send_message(req.chat_id, text, reply_parameters=reply_to(req)))
+
+    async def refuse(self, req: Request, refusal: Refusal) -> None:
+        """Tell the user a request was not taken on, once, however many came at once."""
+        text = t(req.lang, refusal.code, **refusal.values)
+        if req.query_id is not None:
+            with contextlib.suppress(TelegramError):
+                await self.bot.answer_callback_query(req.query_id, text, show_alert=True)
+            return
+        key = (req.chat_id, refusal.code)
+        async with self._notice_locks.setdefault(key, asyncio.Lock()):
+            now, notice = time.monotonic(), self._notices.get(key)
+            if notice is not None and now - notice.at < NOTICE_WINDOW_S:
+                notice.skipped += len(req.sources)
+                notice.at = now
+                with contextlib.suppress(TelegramError):  # deleted meanwhile: the first message said it
+                    await self.bot.edit_message_text(
+                        f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
+                return
+            with contextlib.suppress(TelegramError):
+                msg = await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
+                    req.chat_id, text, reply_parameters=reply_to(req)))
+                self._notices[key] = _Notice(msg.message_id, len(req.sources), now)
+
+    # --- one result ---------------------------------------------------------------
+
+    def _caption(self, req: Request, done: Sequence[Drawn]) -> str | None:
+        notes = ([t(req.lang, "fast_mode")] if req.fast else []) + \
+            ([t(req.lang, "first_frame")] if any(d.animated for d in done) else [])
+        return "\n".join(notes) or None
+
+    async def _button_id(self, req: Request, d: Drawn) -> str:
+        return await self.buttons.id_for(ShownResult(req.chat_id, d.sha256, req.style, req.settings))
+
+    async def _photo(self, req: Request, d: Drawn) -> Message:
+        markup = result_keyboard(self.styles, req.style, await self._button_id(req, d), req.lang)
+        caption = self._caption(req, [d])
+        return await self._send_or_upload(req, d.result.photo_file_id, d.result, lambda photo: self.bot.send_photo(
+            req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
+            has_spoiler=d.source.spoiler))
+
+    async def _document(self, req: Request, d: Drawn) -> Message:
+        name = f"anime-{req.style}{d.result.path.suffix}"
+        return await self._send_or_upload(req, d.result.document_file_id, d.result, lambda doc: self.bot.send_document(
+            req.chat_id, doc, filename=name, reply_parameters=reply_to(req)))
+
+    async def _album(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+        caption = self._caption(req, done)
+
+        async def media(by_reference: bool) -> list[InputMediaPhoto]:
+            return [InputMediaPhoto((d.result.photo_file_id if by_reference else None)
+                                    or await asyncio.to_thread(d.result.path.read_bytes),
+                                    caption=caption if i == 0 else None, has_spoiler=d.source.spoiler)
+                    for i, d in enumerate(done)]
+
+        what = f"job {req.job_id}: sendMediaGroup"
+        items = await media(by_reference=True)
+        try:
+            msgs = await retrying(what, lambda: self.bot.send_media_group(req.chat_id, items,
+                                                                          reply_parameters=reply_to(req)))
+        except BadRequest:  # a remembered file_id Telegram no longer knows: upload them all
+            items = await media(by_reference=False)
+            msgs = await retrying(what, lambda: self.bot.send_media_group(req.chat_id, items,
+                                                                          reply_parameters=reply_to(req)))
+        ids = [await self._button_id(req, d) for d in done]
+        await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
+            req.chat_id, t(req.lang, "album_buttons"), reply_parameters=reply_to(req),
+            reply_markup=album_keyboard(ids, req.lang)))
+        return list(zip(done, msgs))
+
+    @staticmethod
+    async def _send_or_upload(req: Request, file_id: str | None, res: CachedResult,
+                              send: Callable[[str | bytes], Awaitable[Message]]) -> Message:
+        """Send by the remembered file_id when there is one, uploading if Telegram forgot it."""
+        what = f"job {req.job_id}: send"
+        if file_id:
+            try:
+                return await retrying(what, lambda: send(file_id))
+            except BadRequest as exc:
+                log.info("job %s: file_id of %s refused (%s); uploading", req.job_id, res.key[:16], exc.message)
+        data = await asyncio.to_thread(res.path.read_bytes)
+        return await retrying(what, lambda: send(data))

@@ -1,0 +1,91 @@
+"""What the bot was asked to do, and how the journal keeps it across restarts and upgrades.
+
+A :class:`Request` is written to the journal (as versioned JSON) before the
+user hears anything about it, so that a crash or a stop can run it again.
+A newer animebot must read what an older one wrote: unknown fields are
+ignored, missing optional ones take their defaults, and a row that still
+cannot be read is a :class:`StoredRequestError`, answered with an apology
+rather than crashing the start.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from bot.i18n import error_text, t
+from inference.imageio import ImageLimits
+from inference.pipeline import ConvertSettings
+
+REQUEST_VERSION = 2  # 1: before versioning (no "v"); 2: spoilers, albums, button queries, left_out
+
+
+@dataclass(frozen=True)
+class Source:
+    """A photo or image file someone asked about. ``sha256`` is known for redraws."""
+
+    file_id: str
+    file_unique_id: str | None = None
+    file_size: int | None = None
+    sha256: str | None = None
+    message_id: int | None = None  # the album message it came in
+    spoiler: bool = False  # sent with a spoiler: the result is too
+
+
+@dataclass(frozen=True)
+class Request:
+    job_id: str
+    chat_id: int
+    user_id: int
+    reply_to: int | None
+    lang: str
+    style: str
+    sources: tuple[Source, ...]
+    settings: ConvertSettings
+    as_document: bool = False
+    fast: bool = False  # drawn with a lite style because the queue was long
+    album: str | None = None  # the media_group_id of an album's parts
+    query_id: str | None = None  # the button press that asked, answered with any refusal
+    left_out: int = 0  # album photos over today's quota, not taken on
+
+
+class Failed(Exception):
+    """A source that will not become a result; ``code`` picks the user's sentence."""
+
+    def __init__(self, code: str, message: str = "", **values: object) -> None:
+        super().__init__(code)
+        self.code = code
+        self.message = message
+        self.values = values
+
+    def text(self, lang: str) -> str:
+        if self.values:
+            return t(lang, self.code, **self.values)
+        return error_text(lang, self.code, self.message)
+
+
+class StoredRequestError(ValueError):
+    """A journal row this version cannot turn back into a request."""
+
+
+def request_to_json(req: Request) -> str:
+    return json.dumps({"v": REQUEST_VERSION, **asdict(req)})
+
+
+def request_from_json(text: str) -> Request:
+    """The request a journal row holds, whichever version wrote it."""
+    try:
+        raw = json.loads(text)
+        raw.pop("v", 1)
+        settings = _known(ConvertSettings, raw.pop("settings"))
+        settings["limits"] = ImageLimits(**_known(ImageLimits, settings.get("limits", {})))
+        sources = tuple(Source(**_known(Source, s)) for s in raw.pop("sources"))
+        return Request(**_known(Request, raw), sources=sources, settings=ConvertSettings(**settings))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise StoredRequestError(f"{exc.__class__.__name__}: {exc}") from None
+
+
+def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``raw`` that ``cls`` has (a newer version's extras are dropped)."""
+    names = {f.name for f in fields(cls)} - {"sources", "settings"}
+    return {k: v for k, v in raw.items() if k in names}

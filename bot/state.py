@@ -1,0 +1,91 @@
+"""The state every handler shares, opened and closed in one place.
+
+:func:`open_state` opens the cache and the journal, starts the workers (they
+load their models) and wires the runner; :func:`close_state` stops them.
+bot/service.py calls these in order, so the workers are ready before the
+first update is fetched and stop only after the last one was handled or put
+aside.
+"""
+from __future__ import annotations
+
+import logging
+
+from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats
+from telegram.error import TelegramError
+from telegram.ext import Application
+
+from bot import handlers
+from bot.access import Access, Limits
+from bot.config import Config
+from bot.jobs import JobRunner
+from bot.pool import WorkerPool
+from bot.replies import Replies
+from bot.styles import Styles
+from bot.worker_process import WorkerSpec
+from storage.buttons import ResultButtons
+from storage.cache import Cache
+from storage.journal import Journal
+
+log = logging.getLogger("animebot")
+
+PRIVATE_COMMANDS = {
+    "en": [("start", "what this bot does"), ("style", "choose your anime style"),
+           ("settings", "faces, strength, keep colours"), ("lang", "language"),
+           ("help", "how to use it"), ("about", "credits and model licences")],
+    "zh": [("start", "这个机器人能做什么"), ("style", "选择动漫画风"), ("settings", "人脸、强度、保留颜色"),
+           ("lang", "语言"), ("help", "使用方法"), ("about", "致谢与模型许可")],
+}
+GROUP_COMMANDS = {
+    "en": [("anime", "reply to a photo to draw it as anime"), ("settings", "how this group's photos are drawn"),
+           ("help", "how to use it")],
+    "zh": [("anime", "回复一张照片，把它画成动漫"), ("settings", "本群照片的绘制设置"), ("help", "使用方法")],
+}
+
+
+
+async def open_state(app: Application, cfg: Config, styles: Styles) -> handlers.BotState:
+    """Open the cache and the journal, start the workers (they load their models), and wire the runner."""
+    cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
+    try:
+        journal = await Journal.using(cache.db)
+        pool = WorkerPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
+                          cfg.workers, cfg.queue_size, cfg.job_timeout_s)
+        await pool.start()
+    except BaseException:
+        await cache.close()
+        raise
+    access = Access(cfg.admins, cfg.allowlist)
+    limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
+    buttons = ResultButtons(cache.db)
+    runner = JobRunner(app.bot, pool, cache, journal, styles, Replies(app.bot, cache, buttons, styles),
+                       cfg.per_user_jobs, limits, dict(cfg.fast_styles), cfg.fast_queue)
+    st = handlers.BotState(runner, cache, buttons, styles, cfg.album_wait_s, access)
+    app.bot_data["animebot"] = st
+    await _register_commands(app)
+    log.info("bot @%s ready: styles %s (default %s), %d worker(s) x %d thread(s), queue %d, max side %d",
+             app.bot.username, ",".join(styles.names), styles.default, cfg.workers, cfg.threads_per_worker,
+             cfg.queue_size, cfg.max_side)
+    return st
+
+
+async def close_state(st: handlers.BotState) -> None:
+    """Stop the workers, then close the database (the journal's connection too)."""
+    await st.runner.pool.close()
+    await st.cache.close()
+
+
+
+
+async def _register_commands(app: Application) -> None:
+    """Menus for private chats and groups; English is the default, Chinese for zh clients.
+
+    A menu is a convenience: if Telegram refuses it, the bot still serves.
+    """
+    try:
+        for lang, code in (("en", None), ("zh", "zh")):
+            await app.bot.set_my_commands([BotCommand(c, d) for c, d in PRIVATE_COMMANDS[lang]],
+                                          scope=BotCommandScopeAllPrivateChats(), language_code=code)
+            await app.bot.set_my_commands([BotCommand(c, d) for c, d in GROUP_COMMANDS[lang]],
+                                          scope=BotCommandScopeAllGroupChats(), language_code=code)
+    except TelegramError as exc:
+        log.warning("could not register the command menus: %s: %s", exc.__class__.__name__, exc.message)
