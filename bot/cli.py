@@ -78,12 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     dest.add_argument("-o", "--output", type=Path, help="output file (one input only)")
     dest.add_argument("--out-dir", type=Path, help="folder for outputs, named INPUT-STEM.STYLE.FORMAT")
     c.add_argument("--style", help="installed style name (default: hayao if installed)")
-    c.add_argument("--max-side", type=int, default=DEFAULT_MAX_SIDE, help="long side of the output, px")
+    c.add_argument("--max-side", type=int, default=DEFAULT_MAX_SIDE,
+                   help="long side of the output, px (a panorama's is longer; see README)")
     c.add_argument("--format", choices=("jpg", "png"), help="output format (default: from -o, else jpg)")
     c.add_argument("--quality", type=int, default=92, help="JPEG quality, 1-95")
     c.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                    help=f"how the model runs (default: {DEFAULT_BACKEND}, the fastest measured)")
-    c.add_argument("--threads", type=int, help="CPU threads for the model (default: all cores)")
+    c.add_argument("--threads", type=int, help="CPU threads for the model, 1-256 (default: all cores)")
     c.add_argument("--faces", action=argparse.BooleanOptionalAction, default=True,
                    help="draw each face again at 512 px and blend it in (default: on)")
     c.add_argument("--strength", type=int, default=100, help="how much of the style, 0-100 (default 100)")
@@ -253,17 +254,17 @@ def _convert(args: argparse.Namespace) -> int:
 
     if args.output and len(args.inputs) > 1:
         raise AnimebotError("-o takes one input; use --out-dir for several")
-    if not 1 <= args.quality <= 95:
-        raise AnimebotError("--quality must be between 1 and 95")
+    _check_range("--quality", args.quality, 1, 95)
     if args.max_side < 64:
         raise AnimebotError("--max-side must be at least 64")
-    if not 0 <= args.strength <= 100:
-        raise AnimebotError("--strength must be between 0 and 100")
-    fmt = args.format or (_format_of(args.output) if args.output else "jpg")
+    _check_range("--strength", args.strength, 0, 100)
+    if args.threads is not None:
+        _check_range("--threads", args.threads, 1, 256)  # as ANIMEBOT_THREADS
+    fmt = _output_format(args)
     store = _store()
     style = args.style or _default_style(store)
     model = load_stylizer(store, style, args.backend, args.threads)
-    face_tools = _face_tools(store, model, args) if args.faces else None
+    face_tools, faces_skipped = _face_tools(store, model, args)
     settings = ConvertSettings(max_side=args.max_side, fmt=fmt, jpeg_quality=args.quality, faces=args.faces,
                                strength=args.strength, keep_colours=args.keep_colours)
     failed = 0
@@ -292,7 +293,9 @@ def _convert(args: argparse.Namespace) -> int:
                         "style": result.style,
                         "backend": result.backend,
                         **{k: round(v, 4) for k, v in result.timings.items()},
-                        **({"faces": result.faces} if args.faces else {}),
+                        # null, with the reason, when the face pass did not run: not "ran and found none"
+                        "faces": result.faces if face_tools else None,
+                        **({} if face_tools else {"faces_skipped": faces_skipped}),
                     }
                 )
             )
@@ -303,24 +306,47 @@ def _convert(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _face_tools(store: ModelStore, model: Stylizer, args: argparse.Namespace) -> FaceTools | None:
-    """The face pass's models, or None after one line saying why the photo is drawn without it."""
+def _check_range(option: str, value: int, lo: int, hi: int) -> None:
+    """One line and exit 2 for an option out of its range, before a backend fails on it deep inside."""
+    if not lo <= value <= hi:
+        raise AnimebotError(f"{option} must be between {lo} and {hi}")
+
+
+def _face_tools(store: ModelStore, model: Stylizer, args: argparse.Namespace) -> tuple[FaceTools | None, str]:
+    """The face pass's models, or None and why not (said once here when it was asked for)."""
     from inference.engine import load_face_tools
 
+    if not args.faces:
+        return None, "turned off (--no-faces)"
     try:
-        return load_face_tools(store, model, args.backend, args.threads)
+        return load_face_tools(store, model, args.backend, args.threads), ""
     except AnimebotError as exc:
         print(f"animebot: {exc.message}; drawing without the face pass", file=sys.stderr)
-        return None
+        return None, exc.message
 
 
-def _format_of(path: Path) -> str:
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix in ("jpg", "jpeg"):
-        return "jpg"
-    if suffix == "png":
-        return "png"
-    raise AnimebotError(f"{path.name}: output must end in .jpg or .png (or pass --format)")
+def _output_format(args: argparse.Namespace) -> str:
+    """jpg or png: from -o's suffix, which --format may repeat but not contradict, else --format, else jpg.
+
+    A ``.png`` holding JPEG bytes misleads every program that opens it, so a
+    contradiction is refused rather than settled silently either way.
+    """
+    if args.output is None:
+        return args.format or "jpg"
+    implied = _format_of(args.output)
+    if implied is None:
+        if args.format:
+            return args.format
+        raise AnimebotError(f"{args.output.name}: output must end in .jpg or .png (or pass --format)")
+    if args.format and args.format != implied:
+        raise AnimebotError(f"-o {args.output.name} names a {implied} file but --format is {args.format}; "
+                            "make them agree")
+    return implied
+
+
+def _format_of(path: Path) -> str | None:
+    """The format a file name's suffix promises, if it is one we write."""
+    return {"jpg": "jpg", "jpeg": "jpg", "png": "png"}.get(path.suffix.lower().lstrip("."))
 
 
 def _read(path: Path) -> bytes:

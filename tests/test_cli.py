@@ -80,3 +80,27 @@ def test_import_a_file_that_is_not_a_model(tmp_path: Path) -> None:
     done = _animebot(tmp_path / "h", "weights", "import", str(junk), str(HAYAO_FILE))
     assert done.returncode == 1
     assert "not a known model" in done.stderr and "installed as hayao" in done.stdout
+
+
+@pytest.mark.parametrize("threads", ["-3", "0", "257"])
+def test_threads_out_of_range_is_one_line(home: Path, photos: list[Path], tmp_path: Path, threads: str) -> None:
+    done = _animebot(home, "convert", str(photos[0]), "--threads", threads, "-o", str(tmp_path / "o.jpg"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["animebot: --threads must be between 1 and 256"]
+    assert not (tmp_path / "o.jpg").exists()
+
+
+def test_an_output_name_and_format_that_disagree_are_refused(home: Path, photos: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "out.png"
+    done = _animebot(home, "convert", str(photos[0]), "-o", str(out), "--format", "jpg")
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr.strip().splitlines() == ["animebot: -o out.png names a png file but --format is jpg; "
+                                                "make them agree"]
+
+
+def test_json_says_when_the_face_pass_did_not_run(home: Path, photos: list[Path], tmp_path: Path) -> None:
+    src = str(next(p for p in photos if p.name.startswith("portrait_closeup")))
+    for extra, why in (([], "det_500m"), (["--no-faces"], "--no-faces")):  # this home has no detector
+        done = _animebot(home, "convert", src, "-o", str(tmp_path / "o.jpg"), "--max-side", "64", "--json", *extra)
+        report = json.loads(done.stdout)
+        assert report["faces"] is None and why in report["faces_skipped"]
