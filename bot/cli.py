@@ -76,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     dest = c.add_mutually_exclusive_group()
     dest.add_argument("-o", "--output", type=Path, help="output file (one input only)")
-    dest.add_argument("--out-dir", type=Path, help="folder for outputs, named INPUT-STEM.STYLE.FORMAT")
+    dest.add_argument("--out-dir", type=Path, help="folder for outputs, named INPUT-STEM.STYLE.FORMAT "
+                                                   "(INPUT-STEM-2... when two inputs share a stem)")
     c.add_argument("--style", help="installed style name (default: hayao if installed)")
     c.add_argument("--max-side", type=int, default=DEFAULT_MAX_SIDE,
                    help="long side of the output, px (a panorama's is longer; see README)")
@@ -263,21 +264,22 @@ def _convert(args: argparse.Namespace) -> int:
     fmt = _output_format(args)
     store = _store()
     style = args.style or _default_style(store)
+    dests = _destinations(args, style, fmt)
     model = load_stylizer(store, style, args.backend, args.threads)
     face_tools, faces_skipped = _face_tools(store, model, args)
     settings = ConvertSettings(max_side=args.max_side, fmt=fmt, jpeg_quality=args.quality, faces=args.faces,
                                strength=args.strength, keep_colours=args.keep_colours)
     failed = 0
-    for src in args.inputs:
-        dest = args.output or (args.out_dir or Path(".")) / f"{src.stem}.{style}.{fmt}"
+    for src, dest in zip(args.inputs, dests):
         try:
+            _check_destination(dest)
             result = convert_bytes(_read(src), model, settings, face_tools)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(result.data)
+            _write(dest, result.data)
         except AnimebotError as exc:
             failed += 1
             if args.json:
-                print(json.dumps({"input": str(src), "ok": False, "error": exc.code, "message": exc.message}))
+                print(json.dumps({"input": str(src), "output": str(dest), "ok": False, "error": exc.code,
+                                  "message": exc.message}))
             else:
                 print(f"{src}: {exc.message}", file=sys.stderr)
             continue
@@ -310,6 +312,62 @@ def _check_range(option: str, value: int, lo: int, hi: int) -> None:
     """One line and exit 2 for an option out of its range, before a backend fails on it deep inside."""
     if not lo <= value <= hi:
         raise AnimebotError(f"{option} must be between {lo} and {hi}")
+
+
+def _destinations(args: argparse.Namespace, style: str, fmt: str) -> list[Path]:
+    """Each input's output path: never an input, never another input's output.
+
+    Under --out-dir (or in this folder) outputs are named INPUT-STEM.STYLE.FORMAT,
+    so inputs that share a stem (a/x.jpg and b/x.jpg, x.jpg and x.png) would
+    overwrite each other's result: the second gets INPUT-STEM-2, and so on.
+    A name that is one of the inputs is skipped the same way, so a result
+    never replaces a photo, not even one still waiting to be converted.
+    """
+    if args.output:
+        src = args.inputs[0]
+        if args.output.exists() and src.exists() and args.output.samefile(src):
+            raise AnimebotError(f"-o {args.output} is the input itself; choose another name for the output")
+        return [args.output]
+    folder = args.out_dir or Path(".")
+    taken = {_identity(p) for p in args.inputs}
+    dests = []
+    for src in args.inputs:
+        dest, n = folder / f"{src.stem}.{style}.{fmt}", 1
+        while _identity(dest) in taken:
+            n += 1
+            dest = folder / f"{src.stem}-{n}.{style}.{fmt}"
+        taken.add(_identity(dest))
+        dests.append(dest)
+    return dests
+
+
+def _identity(path: Path) -> str:
+    """Two paths with the same identity may be one file: absolute, links followed, and case
+    ignored, as macOS and Windows file systems do (elsewhere that costs at most a needless -2)."""
+    return str(path.resolve()).casefold()
+
+
+def _check_destination(dest: Path) -> None:
+    """Refuse an output path that cannot take a file before the photo is drawn for it, making its folder."""
+    if dest.is_dir():
+        raise _cannot_write(dest, "it is a folder")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise _cannot_write(dest, f"{dest.parent} is a file, not a folder") from None
+    except OSError as exc:
+        raise _cannot_write(dest, exc.strerror) from None
+
+
+def _write(dest: Path, data: bytes) -> None:
+    try:
+        dest.write_bytes(data)
+    except OSError as exc:
+        raise _cannot_write(dest, exc.strerror) from None
+
+
+def _cannot_write(dest: Path, why: str) -> AnimebotError:
+    return AnimebotError(f"cannot write {dest}: {why}", code="output")
 
 
 def _face_tools(store: ModelStore, model: Stylizer, args: argparse.Namespace) -> tuple[FaceTools | None, str]:

@@ -82,6 +82,73 @@ def test_import_a_file_that_is_not_a_model(tmp_path: Path) -> None:
     assert "not a known model" in done.stderr and "installed as hayao" in done.stdout
 
 
+def _photo_copy(src: Path, dest: Path, fmt: str = "JPEG") -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    Image.open(src).convert("RGB").save(dest, fmt)
+    return dest
+
+
+def test_inputs_of_one_name_get_outputs_of_their_own_and_no_input_is_replaced(
+    home: Path, photos: list[Path], tmp_path: Path
+) -> None:
+    square, closeup, street = (next(p for p in photos if p.name.startswith(n))
+                               for n in ("square", "portrait_closeup", "street"))
+    out = tmp_path / "out"
+    inputs = [_photo_copy(square, tmp_path / "a" / "x.jpg"), _photo_copy(closeup, tmp_path / "b" / "x.jpg"),
+              _photo_copy(street, tmp_path / "b" / "x.png", "PNG"),
+              _photo_copy(square, out / "x.hayao.jpg")]  # an earlier result, converted again
+    before = [p.read_bytes() for p in inputs]
+    done = _animebot(home, "convert", *map(str, inputs), "--out-dir", str(out), "--max-side", "64",
+                     "--no-faces", "--json")
+    assert done.returncode == 0, done.stderr
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    outputs = [Path(r["output"]) for r in reports]
+    assert len(set(outputs)) == 4 and not set(outputs) & set(inputs)
+    assert [p.read_bytes() for p in inputs] == before
+    for path, report in zip(outputs, reports):  # each file is its own input's result
+        with Image.open(path) as img:
+            assert list(img.size) == report["output_size"]
+    assert [r["output_size"] for r in reports] == [[64, 64], [61, 64], [64, 43], [64, 64]]
+
+
+def test_an_output_onto_its_own_input_is_refused(home: Path, photos: list[Path], tmp_path: Path) -> None:
+    src = _photo_copy(photos[0], tmp_path / "same.jpg")
+    before = src.read_bytes()
+    done = _animebot(home, "convert", str(src), "-o", str(tmp_path / "." / "same.jpg"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"animebot: -o {tmp_path}/same.jpg is the input itself; "
+                                                "choose another name for the output"]
+    assert src.read_bytes() == before
+
+
+def test_output_errors_are_one_line_each_and_the_other_inputs_still_convert(
+    home: Path, photos: list[Path], tmp_path: Path
+) -> None:
+    a, b = (_photo_copy(p, tmp_path / f"{n}.jpg") for p, n in zip(photos[:2], "ab"))
+    out = tmp_path / "out"
+    (out / "a.hayao.jpg").mkdir(parents=True)  # a's output name is taken by a folder
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    runs = {
+        "taken": ([str(a), str(b), "--out-dir", str(out)], [False, True]),
+        "-o folder": ([str(a), "-o", str(out), "--format", "jpg"], [False]),
+        "--out-dir file": ([str(a), str(b), "--out-dir", str(a_file)], [False, False]),
+        "--out-dir nowhere": ([str(a), "--out-dir", "/proc/animebot/out"], [False]),
+    }
+    if Path("/dev/full").exists():
+        runs["-o full disk"] = ([str(a), "-o", "/dev/full", "--format", "jpg"], [False])
+    for name, (args, expected) in runs.items():
+        done = _animebot(home, "convert", *args, "--max-side", "64", "--no-faces", "--json")
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (name, done.stderr)
+        reports = [json.loads(line) for line in done.stdout.splitlines()]
+        assert [r["ok"] for r in reports] == expected, name
+        assert all(r["error"] == "output" and r["message"].startswith("cannot write") for r in reports if not r["ok"])
+    assert (out / "b.hayao.jpg").is_file()
+    done = _animebot(home, "convert", str(a), "--out-dir", str(a_file), "--max-side", "64", "--no-faces")
+    assert done.stderr.strip().splitlines() == [f"{a}: cannot write {a_file}/a.hayao.jpg: "
+                                                f"{a_file} is a file, not a folder"]
+
+
 @pytest.mark.parametrize("threads", ["-3", "0", "257"])
 def test_threads_out_of_range_is_one_line(home: Path, photos: list[Path], tmp_path: Path, threads: str) -> None:
     done = _animebot(home, "convert", str(photos[0]), "--threads", threads, "-o", str(tmp_path / "o.jpg"))
