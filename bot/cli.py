@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     wd = wsub.add_parser("download", help="download models from their public URLs and verify them")
     wd.add_argument("names", nargs="+", metavar="NAME")
     wd.set_defaults(handler=_weights_download)
-    wi = wsub.add_parser("import", help="install local copies of known model files, matched by hash")
+    wi = wsub.add_parser("import", help="install local copies of known model files, matched by hash; "
+                                        "a folder: every known model file in it")
     wi.add_argument("paths", nargs="+", metavar="PATH", type=Path)
     wi.set_defaults(handler=_weights_import)
 
@@ -234,8 +235,13 @@ def _weights_import(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.paths:
         try:
-            entry = store.import_file(path)
-            print(f"{path}: installed as {entry.name}")
+            found, unknown = store.import_folder(path) if path.is_dir() else ([(path, store.import_file(path))], [])
+            for file, entry in found:
+                print(f"{file}: installed as {entry.name}")
+            if unknown:
+                print(f"{path}: not recognised, left alone: {', '.join(p.name for p in unknown)}")
+            if not found:
+                raise WeightsError(f"{path}: no known model file in this folder", code="missing")
         except WeightsError as exc:
             print(f"animebot: {exc.message}", file=sys.stderr)
             failed += 1
@@ -264,6 +270,7 @@ def _convert(args: argparse.Namespace) -> int:
     fmt = _output_format(args)
     store = _store()
     style = args.style or _default_style(store)
+    store.require_style(style)
     dests = _destinations(args, style, fmt)
     model = load_stylizer(store, style, args.backend, args.threads)
     face_tools, faces_skipped = _face_tools(store, model, args)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.conftest import HAYAO_FILE, MODELS
+from tests.conftest import DET_FILE, HAYAO_FILE, MODELS
 
 
 def _animebot(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -165,9 +165,36 @@ def test_an_output_name_and_format_that_disagree_are_refused(home: Path, photos:
                                                 "make them agree"]
 
 
+def test_an_unknown_style_lists_the_installed_ones(home: Path, photos: list[Path]) -> None:
+    done = _animebot(home, "convert", str(photos[0]), "--style", "nope")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "installed styles: hayao " in line and "animebot weights download NAME" in line
+    assert "det_500m" not in line and "paprika" not in line
+
+
 def test_json_says_when_the_face_pass_did_not_run(home: Path, photos: list[Path], tmp_path: Path) -> None:
     src = str(next(p for p in photos if p.name.startswith("portrait_closeup")))
     for extra, why in (([], "det_500m"), (["--no-faces"], "--no-faces")):  # this home has no detector
         done = _animebot(home, "convert", src, "-o", str(tmp_path / "o.jpg"), "--max-side", "64", "--json", *extra)
         report = json.loads(done.stdout)
         assert report["faces"] is None and why in report["faces_skipped"]
+
+
+@pytest.mark.skipif(not MODELS.is_dir(), reason="../shared/models is absent")
+def test_import_a_folder_installs_what_it_knows_and_names_the_rest(photos: list[Path], tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    done = _animebot(home, "weights", "import", str(MODELS))
+    assert done.returncode == 0, done.stderr
+    assert f"{HAYAO_FILE}: installed as hayao" in done.stdout
+    assert f"{DET_FILE}: installed as det_500m" in done.stdout
+    unknown = next(line for line in done.stdout.splitlines() if "not recognised" in line)
+    assert "MODELS.md" in unknown and HAYAO_FILE.name not in unknown
+    # With the detector the face pass runs: a list of faces, not null.
+    src = str(next(p for p in photos if p.name.startswith("portrait_closeup")))
+    report = json.loads(_animebot(home, "convert", src, "-o", str(tmp_path / "o.jpg"), "--json").stdout)
+    assert len(report["faces"]) == 1 and "faces_skipped" not in report
+    (tmp_path / "empty").mkdir()
+    done = _animebot(home, "weights", "import", str(tmp_path / "empty"))
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"animebot: {tmp_path / 'empty'}: no known model file in this folder"

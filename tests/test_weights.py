@@ -63,6 +63,31 @@ def test_missing_model_error_says_how_to_install(tmp_path: Path) -> None:
         ModelStore(tmp_path).require("hayao")
 
 
+def test_import_a_folder_installs_the_models_in_it_and_names_the_rest(tmp_path: Path, hayao_file: Path) -> None:
+    folder = tmp_path / "downloads"
+    (folder / "deeper").mkdir(parents=True)
+    (folder / "renamed.bin").write_bytes(hayao_file.read_bytes())
+    (folder / "notes.txt").write_text("not a model")
+    (folder / "deeper" / "hayao.tflite").write_bytes(hayao_file.read_bytes())  # subfolders are not searched
+    store = ModelStore(tmp_path / "home")
+    installed, unknown = store.import_folder(folder)
+    assert [(p.name, e.name) for p, e in installed] == [("renamed.bin", "hayao")]
+    assert unknown == [folder / "notes.txt"]
+    assert store.path(store.entry("hayao")).read_bytes() == hayao_file.read_bytes()
+
+
+def test_a_style_that_is_not_installed_is_named_with_the_installed_ones(tmp_path: Path, hayao_file: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.import_file(hayao_file)
+    assert store.require_style("hayao")[0].name == "hayao"
+    for name in ("nope", "det_500m"):  # a typo, and a model that is no style
+        with pytest.raises(WeightsError) as caught:
+            store.require_style(name)
+        assert "installed styles: hayao " in caught.value.message and "paprika" not in caught.value.message
+    with pytest.raises(WeightsError, match="animebot weights download paprika"):
+        store.require_style("paprika")  # a published style, not downloaded
+
+
 # --- downloads, against a real HTTP server on 127.0.0.1 ---------------------------
 
 PAYLOAD = os.urandom(300_000)

@@ -122,6 +122,19 @@ class ModelStore:
             )
         return entry, self.path(entry)
 
+    def require_style(self, name: str) -> tuple[ModelEntry, Path]:
+        """An installed style, or an error that lists the installed styles rather than every known model.
+
+        Someone who mistypes a style wants to know what they can use now; the
+        face detector or a model they have not downloaded is no answer.
+        """
+        entry = next((e for e in self.entries if e.name == name), None)
+        if entry is not None and entry.kind == "style":
+            return self.require(name)
+        installed = ", ".join(e.name for e in self.installed("style")) or "none"
+        raise WeightsError(f"no style {name!r}; installed styles: {installed} (animebot weights list shows the "
+                           "others; animebot weights download NAME installs one)", code="unknown_style")
+
     def identify(self, path: Path) -> ModelEntry:
         """The registry entry whose published hashes these bytes have."""
         sha256, git_sha1 = file_digests(path)
@@ -166,3 +179,21 @@ class ModelStore:
         finally:
             tmp.unlink(missing_ok=True)
         return entry
+
+    def import_folder(self, folder: Path) -> tuple[list[tuple[Path, ModelEntry]], list[Path]]:
+        """Install every known model file directly in ``folder`` (not its subfolders), recognised by hash.
+
+        Returns the files installed, with what each was recognised as, and the
+        files that are no known model (a README, another project's model), so
+        a folder of downloads can be imported as it is and the rest named.
+        """
+        installed: list[tuple[Path, ModelEntry]] = []
+        unknown: list[Path] = []
+        for path in sorted(p for p in folder.iterdir() if p.is_file()):
+            try:
+                installed.append((path, self.import_file(path)))
+            except WeightsError as exc:
+                if exc.code != "unknown_file":
+                    raise
+                unknown.append(path)
+        return installed, unknown
