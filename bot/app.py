@@ -22,7 +22,7 @@ from telegram.ext import (
 
 from telegram.error import InvalidToken, NetworkError
 
-from bot import handlers, keyboards
+from bot import handlers, keyboards, photos, presses
 from bot.config import Config, ConfigError
 from bot.service import serve
 from bot.styles import Styles
@@ -60,15 +60,15 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(CommandHandler("lang", handlers.lang_command))
     app.add_handler(CommandHandler("settings", handlers.settings_command))
     # /anime by its text, not only as a bot_command entity, with our own @name check
-    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(handlers.ANIME_COMMAND), handlers.anime))
-    app.add_handler(MessageHandler(private & images, handlers.private_media))
-    app.add_handler(MessageHandler(groups & images, handlers.group_media))
-    app.add_handler(CallbackQueryHandler(handlers.redraw_button, pattern=keyboards.REDRAW))
-    app.add_handler(CallbackQueryHandler(handlers.full_size_button, pattern=keyboards.FULL_SIZE))
-    app.add_handler(CallbackQueryHandler(handlers.style_button, pattern=keyboards.SET_STYLE))
-    app.add_handler(CallbackQueryHandler(handlers.lang_button, pattern=keyboards.SET_LANG))
-    app.add_handler(CallbackQueryHandler(handlers.option_button, pattern=keyboards.SET_OPTION))
-    app.add_handler(CallbackQueryHandler(handlers.unknown_button))
+    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), photos.anime))
+    app.add_handler(MessageHandler(private & images, photos.private_media))
+    app.add_handler(MessageHandler(groups & images, photos.group_media))
+    app.add_handler(CallbackQueryHandler(presses.redraw_button, pattern=keyboards.REDRAW))
+    app.add_handler(CallbackQueryHandler(presses.full_size_button, pattern=keyboards.FULL_SIZE))
+    app.add_handler(CallbackQueryHandler(presses.style_button, pattern=keyboards.SET_STYLE))
+    app.add_handler(CallbackQueryHandler(presses.lang_button, pattern=keyboards.SET_LANG))
+    app.add_handler(CallbackQueryHandler(presses.option_button, pattern=keyboards.SET_OPTION))
+    app.add_handler(CallbackQueryHandler(presses.unknown_button))
     others = filters.Sticker.ALL | filters.VIDEO | filters.ANIMATION | filters.VOICE | filters.AUDIO | \
         filters.VIDEO_NOTE | filters.LOCATION | filters.CONTACT
     app.add_handler(MessageHandler(private & others, handlers.text_hint))

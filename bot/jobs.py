@@ -3,6 +3,10 @@
 Handlers only turn an update into a :class:`~bot.requests.Request`; everything
 after that happens here, in one direction. A request the bot has accepted
 always gets an answer: the anime image, or one short sentence saying why not.
+
+It is longer than our other modules on purpose: it is one path, read top
+to bottom (take a request on, recover after a restart, answer it, get each
+photo's result), and splitting it would scatter the order of those steps.
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ A worker that dies, or takes longer than the timeout, is killed and
 replaced; its task fails with :class:`WorkerLost` so the user can be told.
 Room in the queue can be reserved before a photo is downloaded
 (:meth:`WorkerPool.reserve`), so a burst of users is told "busy" before the
-bot fetches megabytes it has no room to draw.
+bot fetches megabytes it has no room to draw. (Over 300 lines because
+the reservations change the same counts the dispatchers keep.)
 """
 from __future__ import annotations
 

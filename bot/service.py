@@ -25,7 +25,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application
 
 from bot.config import Config
-from bot.handlers import BotState
+from bot.context import BotState
 from bot.intake import Intake
 from bot.polling import MAX_BACKOFF_S, poll
 from bot.state import close_state, open_state
@@ -127,6 +127,7 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
 
 async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotState) -> WebhookServer:
     """Listen, then tell Telegram where. A secret is made up when none is configured."""
+    assert cfg.webhook_url  # only called in webhook mode
     secret = cfg.webhook_secret or secrets.token_urlsafe(32)
     path = urlsplit(cfg.webhook_url).path or "/"
 

@@ -14,10 +14,12 @@ from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAl
 from telegram.error import TelegramError
 from telegram.ext import Application
 
-from bot import handlers
 from bot.access import Access, Limits
+from bot.albums import AlbumCollector
+from bot.context import BotState
 from bot.config import Config
 from bot.jobs import JobRunner
+from bot.photos import on_album
 from bot.pool import WorkerPool
 from bot.replies import Replies
 from bot.styles import Styles
@@ -43,7 +45,7 @@ GROUP_COMMANDS = {
 
 
 
-async def open_state(app: Application, cfg: Config, styles: Styles) -> handlers.BotState:
+async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     """Open the cache and the journal, start the workers (they load their models), and wire the runner."""
     cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
     try:
@@ -59,7 +61,8 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> handlers.
     buttons = ResultButtons(cache.db)
     runner = JobRunner(app.bot, pool, cache, journal, styles, Replies(app.bot, cache, buttons, styles),
                        cfg.per_user_jobs, limits, dict(cfg.fast_styles), cfg.fast_queue)
-    st = handlers.BotState(runner, cache, buttons, styles, cfg.album_wait_s, access)
+    albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
+    st = BotState(runner, cache, buttons, styles, albums, access)
     app.bot_data["animebot"] = st
     await _register_commands(app)
     log.info("bot @%s ready: styles %s (default %s), %d worker(s) x %d thread(s), queue %d, max side %d",
@@ -68,7 +71,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> handlers.
     return st
 
 
-async def close_state(st: handlers.BotState) -> None:
+async def close_state(st: BotState) -> None:
     """Stop the workers, then close the database (the journal's connection too)."""
     await st.runner.pool.close()
     await st.cache.close()

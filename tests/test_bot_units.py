@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import ConfigError, load_config
-from bot.handlers import anime_command
+from bot.photos import anime_command
 from bot.i18n import TEXTS, error_text, pick_lang, t
 from bot.keyboards import FULL_SIZE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE, result_keyboard
 from bot.logs import RedactingFormatter

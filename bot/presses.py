@@ -1,0 +1,126 @@
+"""Inline button presses, one handler per kind (bot/app.py routes them by pattern).
+
+Every press is answered, so the client's spinner stops: with nothing, with
+a short note, or with an alert saying why it did nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from telegram import CallbackQuery, Update
+from telegram.error import TelegramError
+from telegram.ext import ContextTypes
+
+from bot import keyboards
+from bot.context import answer_quietly, chat_settings, may_configure, state, user_lang
+from bot.i18n import LANGS, t
+from bot.requests import Request, Source
+
+
+async def redraw_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``r:STYLE:ID``: draw the result's photo again in another style, with the result's settings."""
+    style_arg, result_id = context.matches[0].groups() if context.matches else (None, "")
+    await result_button(update, context, result_id, style_arg, as_document=False)
+
+
+async def full_size_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``f:ID``: the result itself, as a file."""
+    result_id = context.matches[0].group(1) if context.matches else ""
+    await result_button(update, context, result_id, None, as_document=True)
+
+
+async def result_button(update: Update, context: ContextTypes.DEFAULT_TYPE, result_id: str, style_arg: str | None,
+                        as_document: bool) -> None:
+    """Act on the result a button sits under, as it was drawn, and only in the chat it was shown in.
+
+    A second press while the first is being answered is told so, and costs nothing.
+    """
+    st = state(context)
+    query = update.callback_query
+    message = query.message
+    press = (message.chat.id if message is not None else 0, str(query.data))
+    if press in st.pressing:  # checked before any await: ten presses at once are ten updates at once
+        await answer_quietly(query, t(await user_lang(st, query.from_user), "already_coming"))
+        return
+    st.pressing.add(press)
+    try:
+        lang = await user_lang(st, query.from_user)
+        shown = await st.buttons.find(result_id, message.chat.id) if message is not None else None
+        style = st.styles.resolve(style_arg or shown.style) if shown is not None else None
+        file_id = await st.cache.file_id_of(shown.content_sha256) if shown is not None else None
+        if message is None or shown is None or style is None or file_id is None:
+            await answer_quietly(query, t(lang, "button_expired"), alert=True)
+            return
+        original = getattr(message, "reply_to_message", None)
+        await st.runner.run(Request(
+            job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
+            reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
+            sources=(Source(file_id, sha256=shown.content_sha256),), settings=shown.settings,
+            as_document=as_document, query_id=query.id,
+        ))
+    finally:
+        st.pressing.discard(press)
+
+
+async def style_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``s:STYLE:UID``: set the default style of the user the menu was sent to."""
+    st = state(context)
+    query = update.callback_query
+    lang = await user_lang(st, query.from_user)
+    name, owner = context.matches[0].groups() if context.matches else ("", "0")
+    style = st.styles.resolve(name)
+    if await own_menu_choice(query, lang, style is not None, owner, "/style"):
+        assert style is not None
+        await st.cache.set_user_style(query.from_user.id, style)
+        await query.edit_message_text(t(lang, "style_set", style=st.styles.label(style)))
+
+
+async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``l:LANG:UID``: set the language of the user the menu was sent to."""
+    st = state(context)
+    query = update.callback_query
+    lang = await user_lang(st, query.from_user)
+    code, owner = context.matches[0].groups() if context.matches else ("", "0")
+    if await own_menu_choice(query, lang, code in LANGS, owner, "/lang"):
+        await st.cache.set_user_lang(query.from_user.id, code)
+        await query.edit_message_text(t(code, "lang_set"))
+
+
+async def own_menu_choice(query: CallbackQuery, lang: str, valid: bool, owner: str, command: str) -> bool:
+    """Answer a menu press; True if it is a valid choice by the person the menu was sent to.
+    Anyone else in a group gets an alert, and the owner's menu stays as it is."""
+    if not valid:
+        await answer_quietly(query, t(lang, "button_expired"), alert=True)
+        return False
+    if int(owner) != query.from_user.id:
+        await answer_quietly(query, t(lang, "not_your_menu", command=command), alert=True)
+        return False
+    await answer_quietly(query)
+    return True
+
+
+async def option_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """``o:OPTION:VALUE``: change one of this chat's drawing settings (a group's admins only)."""
+    st = state(context)
+    query = update.callback_query
+    lang = await user_lang(st, query.from_user)
+    name, value = context.matches[0].groups() if context.matches else ("", "")
+    if query.message is None or (name, value) not in keyboards.OPTION_VALUES:
+        await answer_quietly(query, t(lang, "button_expired"), alert=True)
+        return
+    chat_id = query.message.chat.id
+    if not await may_configure(st, context, chat_id, query.from_user):
+        await answer_quietly(query, t(lang, "settings_admins_only"), alert=True)
+        return
+    await answer_quietly(query)
+    await st.cache.set_render_pref(chat_id, name, int(value))
+    current = await chat_settings(st, chat_id)
+    with contextlib.suppress(TelegramError):  # pressed twice: "message is not modified"
+        await query.edit_message_text(keyboards.settings_text(current, lang),
+                                      reply_markup=keyboards.settings_keyboard(current, lang))
+
+
+async def unknown_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Any other callback data: a button of an older version, or forged."""
+    query = update.callback_query
+    await answer_quietly(query, t(await user_lang(state(context), query.from_user), "button_expired"), alert=True)
