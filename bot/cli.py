@@ -373,7 +373,7 @@ def _write(dest: Path, data: bytes) -> None:
         raise _cannot_write(dest, exc.strerror) from None
 
 
-def _cannot_write(dest: Path, why: str) -> AnimebotError:
+def _cannot_write(dest: Path, why: str | None) -> AnimebotError:
     return AnimebotError(f"cannot write {dest}: {why}", code="output")
 
 

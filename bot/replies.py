@@ -100,6 +100,8 @@ class Replies:
                     await self.bot.edit_message_text(
                         f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
                 return
+            for old in [k for k, n in self._notices.items() if now - n.at >= NOTICE_WINDOW_S]:
+                del self._notices[old]  # a chat's burst is over: forget its notice
             with contextlib.suppress(TelegramError):
                 msg = await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
                     req.chat_id, text, reply_parameters=reply_to(req)))
@@ -130,9 +132,13 @@ class Replies:
     async def _album(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
         caption = self._caption(req, done)
 
+        async def photo(d: Drawn, by_reference: bool) -> str | bytes:
+            if by_reference and d.result.photo_file_id:
+                return d.result.photo_file_id
+            return await asyncio.to_thread(d.result.path.read_bytes)
+
         async def media(by_reference: bool) -> list[InputMediaPhoto]:
-            return [InputMediaPhoto((d.result.photo_file_id if by_reference else None)
-                                    or await asyncio.to_thread(d.result.path.read_bytes),
+            return [InputMediaPhoto(await photo(d, by_reference),
                                     caption=caption if i == 0 else None, has_spoiler=d.source.spoiler)
                     for i, d in enumerate(done)]
 

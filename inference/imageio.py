@@ -48,7 +48,7 @@ def decode(data: bytes, limits: ImageLimits = ImageLimits(), at_least: int | Non
     if not data:
         raise ImageError("The file is empty.", code="empty")
     try:
-        img = Image.open(io.BytesIO(data))
+        img: Image.Image = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
         raise ImageError("This file is not an image I can read (try JPEG, PNG or WebP).", code="not_image") from None
     except Exception:

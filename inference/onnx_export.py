@@ -39,7 +39,8 @@ def export(net: Generator) -> bytes:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
         torch.onnx.export(
-            Nhwc(), (torch.zeros(1, 64, 64, 3),), buf, dynamo=False, opset_version=17,
+            Nhwc(), (torch.zeros(1, 64, 64, 3),), buf,  # type: ignore[arg-type]  # file objects work, stubs say paths
+            dynamo=False, opset_version=17,
             input_names=["image"], output_names=["anime"],
             dynamic_axes={"image": {1: "height", 2: "width"}, "anime": {1: "height", 2: "width"}},
         )

@@ -153,7 +153,7 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     t2 = time.perf_counter()
     timings = {"decode_s": t1 - t0, "model_s": t2 - t1}
     reports: list[dict[str, object]] = []
-    if faces_on:
+    if faces_on and face_tools is not None:  # (faces_on implies it; said again for mypy)
         original = np.asarray(photo)
         found = face_tools.detector.detect(original)
         t3 = time.perf_counter()

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 import torch
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from weights.store import ModelStore
 
 Layer = tuple[nn.Conv2d, "nn.GroupNorm | None"]
+_Widths = TypeVar("_Widths", bound=tuple[int, ...])
 
 
 def _scaled(n: int, ratio: float) -> int:
@@ -41,11 +42,11 @@ def _scaled(n: int, ratio: float) -> int:
 
 
 def pruned_widths(w: GeneratorWidths, ratio: float) -> GeneratorWidths:
-    def s(values: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(_scaled(v, ratio) for v in values)
+    def s(values: _Widths) -> _Widths:  # same length out as in
+        return cast(_Widths, tuple(_scaled(v, ratio) for v in values))
 
     return replace(w, a=s(w.a), b=s(w.b), c_in=_scaled(w.c_in, ratio), hidden=s(w.hidden),
-                   c_out=_scaled(w.c_out, ratio), d=s(w.d), e=s(w.e))  # type: ignore[arg-type]
+                   c_out=_scaled(w.c_out, ratio), d=s(w.d), e=s(w.e))
 
 
 def _layers(net: Generator) -> list[Layer]:
@@ -57,7 +58,7 @@ def _layers(net: Generator) -> list[Layer]:
     c = list(net.block_c)
     out.append(cnl(c[0]))
     for block in c[1:-1]:
-        expand, depthwise, project, norm = block.layers  # type: ignore[attr-defined]
+        expand, depthwise, project, norm = block.layers  # type: ignore[attr-defined, misc]  # an InvertedResBlock
         out += [cnl(expand), cnl(depthwise), (project, norm)]
     out.append(cnl(c[-1]))
     out += [cnl(m) for m in (*net.block_d, *net.block_e)]
@@ -67,7 +68,7 @@ def _layers(net: Generator) -> list[Layer]:
 
 def prune(net: Generator, ratio: float) -> Generator:
     """A copy of ``net`` with every prunable width scaled by ``ratio`` (1.0 copies it exactly)."""
-    small = Generator(pruned_widths(net.widths, ratio), net.upsample, net.block_a[0][2].eps).eval()
+    small = Generator(pruned_widths(net.widths, ratio), net.upsample, net.block_a[0][2].eps).eval()  # type: ignore[index]  # nn.Sequential items are typed Module; this one is a ConvNormLReLU
     keep = torch.arange(3)
     with torch.no_grad():
         for (bc, bn), (sc, sn) in zip(_layers(net), _layers(small)):
@@ -83,6 +84,7 @@ def prune(net: Generator, ratio: float) -> Generator:
                     out = torch.sort(torch.topk(score, sc.out_channels).indices).values
                 sc.weight.copy_(w[out])
             if bc.bias is not None:
+                assert sc.bias is not None  # same architecture, so it has a bias where the original has one
                 sc.bias.copy_(bc.bias[out])
             if bn is not None and sn is not None:
                 sn.weight.copy_(bn.weight[out])
@@ -102,7 +104,7 @@ def random_crops(photos: Sequence[np.ndarray], n: int, size: int, rng: np.random
     """``n`` random square crops (with random flips) as an NCHW batch in [-1, 1]."""
     crops = []
     for _ in range(n):
-        img = photos[rng.integers(len(photos))]
+        img = photos[int(rng.integers(len(photos)))]
         h, w = img.shape[:2]
         y, x = rng.integers(0, h - size + 1), rng.integers(0, w - size + 1)
         crop = img[y:y + size, x:x + size]
@@ -202,4 +204,4 @@ def save_lite(store: "ModelStore", base: "ModelEntry", name: str, student: Gener
     torch.save(student.state_dict(), buf)
     return store.add_derived(base, name, f"lite ({ratio:.2f} width)", "pytorch", buf.getvalue(),
                              widths=student.widths.to_dict(), upsample=student.upsample,
-                             eps=student.block_a[0][2].eps)
+                             eps=student.block_a[0][2].eps)  # type: ignore[index]  # nn.Sequential items are typed Module; this one is a ConvNormLReLU

@@ -132,9 +132,9 @@ def load_tflite_generator(path: Path) -> Generator:
             state[f"{names[layer]}.bias"] = torch.from_numpy(b if b is not None else np.zeros(w.shape[0], np.float32))
         elif b is not None and np.abs(b).max() > 0:
             raise ModelError(f"{names[layer]}: the TFLite conv has a bias the generator does not")
-    for layer, scope in zip(norm_layers, _norm_scopes(len(widths.hidden)), strict=True):
-        state[f"{names[layer]}.weight"] = torch.from_numpy(g.named(f"generator/G_MODEL/{scope}/gamma"))
-        state[f"{names[layer]}.bias"] = torch.from_numpy(g.named(f"generator/G_MODEL/{scope}/beta"))
+    for norm, scope in zip(norm_layers, _norm_scopes(len(widths.hidden)), strict=True):
+        state[f"{names[norm]}.weight"] = torch.from_numpy(g.named(f"generator/G_MODEL/{scope}/gamma"))
+        state[f"{names[norm]}.bias"] = torch.from_numpy(g.named(f"generator/G_MODEL/{scope}/beta"))
     net.load_state_dict(state, strict=True)
     return net.eval()
 

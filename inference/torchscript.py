@@ -25,7 +25,7 @@ def cache_key(weights_digest: str, net: Generator) -> str:
         "weights": weights_digest,
         "widths": net.widths.to_dict(),
         "upsample": net.upsample,
-        "eps": net.block_a[0][2].eps,
+        "eps": net.block_a[0][2].eps,  # type: ignore[index]  # nn.Sequential items are typed Module; this one is a ConvNormLReLU
         "torch": torch.__version__,
         "format": 2,
     }
