@@ -6,6 +6,7 @@ a short note, or with an alert saying why it did nothing.
 from __future__ import annotations
 
 import contextlib
+import re
 
 from telegram import CallbackQuery, Update
 from telegram.error import TelegramError
@@ -17,15 +18,23 @@ from bot.i18n import LANGS, t
 from bot.requests import Request, Source
 
 
+def groups(context: ContextTypes.DEFAULT_TYPE, count: int) -> tuple[str, ...]:
+    """What the button's pattern matched. A press with no data at all reaches every handler
+    (python-telegram-bot lets it through any pattern): it matched nothing, and its groups are
+    empty strings, which every handler below refuses as expired."""
+    found = context.matches[0] if context.matches else None
+    return found.groups() if isinstance(found, re.Match) else ("",) * count
+
+
 async def redraw_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """``r:STYLE:ID``: draw the result's photo again in another style, with the result's settings."""
-    style_arg, result_id = context.matches[0].groups() if context.matches else (None, "")
+    style_arg, result_id = groups(context, 2)
     await result_button(update, context, result_id, style_arg, as_document=False)
 
 
 async def full_size_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """``f:ID``: the result itself, as a file."""
-    result_id = context.matches[0].group(1) if context.matches else ""
+    (result_id,) = groups(context, 1)
     await result_button(update, context, result_id, None, as_document=True)
 
 
@@ -67,7 +76,7 @@ async def style_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     st = state(context)
     query = update.callback_query
     lang = await user_lang(st, query.from_user)
-    name, owner = context.matches[0].groups() if context.matches else ("", "0")
+    name, owner = groups(context, 2)
     style = st.styles.resolve(name)
     if await own_menu_choice(query, lang, style is not None, owner, "/style"):
         assert style is not None
@@ -80,7 +89,7 @@ async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     st = state(context)
     query = update.callback_query
     lang = await user_lang(st, query.from_user)
-    code, owner = context.matches[0].groups() if context.matches else ("", "0")
+    code, owner = groups(context, 2)
     if await own_menu_choice(query, lang, code in LANGS, owner, "/lang"):
         await st.cache.set_user_lang(query.from_user.id, code)
         await query.edit_message_text(t(code, "lang_set"))
@@ -104,7 +113,7 @@ async def option_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     st = state(context)
     query = update.callback_query
     lang = await user_lang(st, query.from_user)
-    name, value = context.matches[0].groups() if context.matches else ("", "")
+    name, value = groups(context, 2)
     if query.message is None or (name, value) not in keyboards.OPTION_VALUES:
         await answer_quietly(query, t(lang, "button_expired"), alert=True)
         return
