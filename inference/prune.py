@@ -16,6 +16,7 @@ lets reds and magentas drift to brown while the mean error stays small.
 from __future__ import annotations
 
 import io
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -131,15 +132,20 @@ class Progress:
     held_out_loss: float
 
 
-def distill(student: Generator, teacher: Generator, photos: Sequence[np.ndarray], seconds: float,
+def distill(student: Generator, teacher: Generator, photos: Sequence[np.ndarray], seconds: float = math.inf,
             device: str = "cpu", crop: int = 256, batch: int = 8, lr: float = 2e-4, eval_every: int = 50,
             checkpoint: Path | None = None, on_progress: Callable[[Progress], None] | None = None,
-            seed: int = 0) -> list[Progress]:
-    """Train ``student`` to match ``teacher`` for ``seconds`` more (resuming from ``checkpoint``).
+            seed: int = 0, max_steps: int | None = None) -> list[Progress]:
+    """Train ``student`` to match ``teacher`` for ``seconds`` more (resuming from ``checkpoint``),
+    or for ``max_steps`` more steps, whichever ends first.
 
-    The last photo is held out: its fixed crops measure progress, so the
-    reported loss is on pixels the student never trained on.
+    A user budgets wall-clock time (``animebot prune --minutes``); a test
+    budgets steps, so that what it checks does not depend on how busy the
+    machine is. The last photo is held out: its fixed crops measure
+    progress, so the reported loss is on pixels the student never trained on.
     """
+    if seconds == math.inf and max_steps is None:
+        raise ValueError("distill needs a budget: seconds, max_steps or both")
     train, held = (photos[:-1], photos[-1:]) if len(photos) > 1 else (photos, photos)
     rng = np.random.default_rng(seed)
     held_x = random_crops(held, batch, crop, np.random.default_rng(seed + 1)).to(device)
@@ -168,7 +174,14 @@ def distill(student: Generator, teacher: Generator, photos: Sequence[np.ndarray]
     def elapsed() -> float:  # training time over every session, for the quality curve
         return done_s + time.monotonic() - session
 
-    while time.monotonic() - session < seconds:
+    first_step = step
+
+    def budget_left() -> bool:
+        if max_steps is not None and step - first_step >= max_steps:
+            return False
+        return time.monotonic() - session < seconds
+
+    while budget_left():
         x = random_crops(train, batch, crop, rng).to(device)
         with torch.no_grad():
             target = teacher(x)

@@ -1,15 +1,30 @@
-"""Shared fixtures: the real models and photos from ../shared, and a tiny
-random generator for the logic that must be tested even without them."""
+"""Shared fixtures: the real models and photos from ../shared, a tiny random generator for the
+logic that must be tested even without them, and synthetic photos where which photo it is does
+not matter.
+
+A clone on its own (no ../shared beside it) must pass: everything that reads ../shared does so
+in a fixture that skips with the reason, never at import. Tests are marked ``real_model`` and
+``slow`` here, at collection (see :func:`pytest_collection_modifyitems`), so that
+``pytest -m "not slow"`` is a quick development loop.
+"""
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
+import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
 import torch
+from PIL import Image, ImageDraw, ImageFilter
 
 from inference.backends import TorchStylizer
 from inference.generator import Generator, GeneratorWidths
+from tests.bot_harness import serving, start_bot
 from weights.store import ModelStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,9 +35,42 @@ HAYAO_FILE = MODELS / "animeganv2_hayao_256x256_integer_quant.tflite"
 CUTE_FILE = MODELS / "AnimeGANv3_tiny_Cute.onnx"
 DET_FILE = MODELS / "det_500m.onnx"
 
+T = TypeVar("T")
 TINY_WIDTHS = GeneratorWidths(
     a=(4, 8, 8), b=(8, 8), c_in=8, res=8, hidden=(8, 8, 8, 8), c_out=8, d=(8, 8), e=(8, 8, 4)
 )
+
+# Fixtures that read ../shared. ``detector`` and ``face_store`` are tests/test_faces.py's, which
+# load the real face detector; they are named here so those tests are marked like the rest.
+SHARED_FIXTURES = frozenset({"hayao_file", "det_file", "real_store", "photos", "shared_photo",
+                             "detector", "face_store"})
+# A test that can start the bot process: its module imports a starter, and it has a model to give
+# the bot (no bot starts without a style). Each start costs seconds.
+BOT_STARTERS = (start_bot, serving)
+MODEL_FIXTURES = SHARED_FIXTURES | {"tiny_store"}
+# Tests that need neither but still run for long (pytest --durations=15), as file::name.
+LONG_TESTS = frozenset({
+    "test_bench.py::test_speed_bench_prints_its_table_on_a_tiny_generator",  # four backends, in a subprocess
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by what it uses, so that a new test is marked without anyone remembering:
+
+    - ``real_model``: it needs ../shared (and is skipped where that is absent);
+    - ``slow``: it needs ../shared (a real model loads and draws real photos for seconds), starts
+      the bot process, or is one of LONG_TESTS. ``pytest -m "not slow"`` runs the rest.
+    """
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))  # every fixture the test needs, directly or not
+        module = getattr(item, "module", None)
+        imported = vars(module).values() if module is not None else ()
+        starts_bot = bool(uses & MODEL_FIXTURES) and any(v is s for v in imported for s in BOT_STARTERS)
+        if uses & SHARED_FIXTURES:
+            item.add_marker(pytest.mark.real_model)
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if uses & SHARED_FIXTURES or starts_bot or name in LONG_TESTS:
+            item.add_marker(pytest.mark.slow)
 
 
 def photo_paths() -> list[Path]:
@@ -41,11 +89,53 @@ def hayao_file() -> Path:
 
 
 @pytest.fixture(scope="session")
+def det_file() -> Path:
+    return _need(DET_FILE)
+
+
+@pytest.fixture(scope="session")
 def photos() -> list[Path]:
     found = photo_paths()
     if not found:
         pytest.skip(f"real photos are absent (expected in {PHOTOS})")
     return found
+
+
+@pytest.fixture(scope="session")
+def shared_photo(photos: list[Path]) -> Callable[[str], bytes]:
+    """Reads one real photo by name: for tests where that photo (its faces, its size) is the point."""
+    def read(name: str) -> bytes:
+        return (PHOTOS / name).read_bytes()  # a missing name among present photos is a bug: no skip
+
+    return read
+
+
+def synthetic_image(width: int = 512, height: int = 512, seed: int = 0) -> Image.Image:
+    """An RGB image with what a photo has and a flat fill lacks: smooth colour gradients, hard
+    edges and fine texture. Made here, so tests where any photo will do run without ../shared."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    phase = rng.uniform(0, 2 * np.pi, 3)
+    freq = rng.uniform(1.0, 3.0, 3)
+    base = np.stack([127 + 100 * np.sin(freq[c] * (x / width + y / height) * np.pi + phase[c]) for c in range(3)], 2)
+    img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(img)
+    for _ in range(6):
+        x0, y0 = int(rng.integers(0, width * 3 // 4)), int(rng.integers(0, height * 3 // 4))
+        box = (x0, y0, x0 + int(rng.integers(width // 8, width // 3)), y0 + int(rng.integers(height // 8, height // 3)))
+        colour = tuple(int(v) for v in rng.integers(0, 256, 3))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=colour)
+    img = img.filter(ImageFilter.GaussianBlur(1.2))
+    noise = rng.normal(0, 6, (height, width, 3))
+    return Image.fromarray(np.clip(np.asarray(img, np.float32) + noise, 0, 255).astype(np.uint8))
+
+
+def synthetic_photo(width: int = 512, height: int = 512, seed: int = 0) -> bytes:
+    """:func:`synthetic_image` as the JPEG a phone would send; each seed is a different photo
+    (a different cache entry for the bot)."""
+    buf = io.BytesIO()
+    synthetic_image(width, height, seed).save(buf, "JPEG", quality=90)
+    return buf.getvalue()
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +155,63 @@ def tiny_model() -> TorchStylizer:
     torch.manual_seed(0)
     net = Generator(TINY_WIDTHS).eval()
     return TorchStylizer("tiny", "eager", net)
+
+
+@pytest.fixture(scope="session")
+def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> ModelStore:
+    """A data dir whose only style is the tiny generator, installed as ``tiny`` the way
+    ``animebot prune`` installs a lite style (``models/local.json``), with its ONNX export made
+    in advance: worker processes load it in a fraction of a second, without ../shared.
+    Shared by the session, so its users only read it."""
+    from inference.engine import exported_onnx
+    from inference.prune import save_lite
+
+    store = ModelStore(tmp_path_factory.mktemp("tiny-home"))
+    torch.manual_seed(0)
+    entry = save_lite(store, store.entry("hayao"), "tiny", Generator(TINY_WIDTHS).eval(), 0.05)
+    exported_onnx(store, entry, store.path(entry))
+    return ModelStore(store.home)  # as a fresh process finds it
+
+
+def journal_rows(home: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+    """Rows from a running bot's own journal (``HOME/bot.db``), read on a connection of our own as an
+    operator could: what the bot has stored and handled, rather than how long it has had."""
+    with contextlib.closing(sqlite3.connect(home / "bot.db", timeout=30)) as db:
+        return db.execute(sql, params).fetchall()
+
+
+_CARRYING = ("json_extract(payload, '$.message.message_id') = ? AND json_extract(payload, '$.message.chat.id') = ?")
+
+
+def handled(home: Path, message: dict[str, Any]) -> bool:
+    """Whether the bot has stored the update carrying ``message`` and its handler has returned:
+    after that, a reply to it can only come from a job it created (see :func:`jobs_for`)."""
+    rows = journal_rows(home, f"SELECT handled FROM updates WHERE {_CARRYING}", message["message_id"],
+                        message["chat"]["id"])
+    return rows == [(1,)]
+
+
+def jobs_for(home: Path, message: dict[str, Any]) -> list[str]:
+    """The states of the jobs the bot took on for the update carrying ``message`` (a single photo's
+    job is named after its update)."""
+    rows = journal_rows(home, f"SELECT j.state FROM jobs j JOIN updates u ON j.job_id = CAST(u.update_id AS TEXT)"
+                              f" WHERE {_CARRYING.replace('payload', 'u.payload')}", message["message_id"],
+                        message["chat"]["id"])
+    return [str(r[0]) for r in rows]
+
+
+async def within(step: Awaitable[T], seconds: float = 120) -> T:
+    """``step``, or a clear failure instead of a test that hangs (a safety net, not a measurement)."""
+    return await asyncio.wait_for(step, seconds)
+
+
+async def until(condition: Callable[[], bool], seconds: float = 120) -> None:
+    """Wait, on the event loop, until ``condition()`` holds (see :func:`within`)."""
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.02)
+
+    await within(poll(), seconds)
 
 
 def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:

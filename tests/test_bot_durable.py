@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from PIL import Image, ImageOps
 
 from storage.journal import Journal
 from tests.bot_harness import private_chat, start_bot
-from tests.conftest import PHOTOS
+from tests.conftest import journal_rows
 from tests.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
@@ -26,9 +25,10 @@ STATUS = ("In queue", "Drawing", "Album of")
 FAST = {"ANIMEBOT_MAX_SIDE": "320", "ANIMEBOT_PER_USER_JOBS": "20", "ANIMEBOT_RATE_PER_MINUTE": "0"}
 
 
-def distinct_photos(count: int) -> list[bytes]:
-    """``count`` different JPEGs (no two share a cache entry): the shared photos, then mirrored."""
-    files = sorted(PHOTOS.glob("*.jpg"))
+def distinct_photos(files: list[Path], count: int) -> list[bytes]:
+    """``count`` different JPEGs (no two share a cache entry): the shared photos, then mirrored.
+    Real photos of many sizes keep the worker drawing while the rest wait, which is what a crash
+    or a stop must find."""
     out = []
     for i in range(count):
         img = Image.open(files[i % len(files)]).convert("RGB")
@@ -54,6 +54,13 @@ def leftover_status(fake: FakeTelegram) -> list[str]:
                 if m.get("from", {}).get("is_bot") and str(m.get("text", "")).startswith(STATUS)]
 
 
+def settled(home: Path) -> bool:
+    """Every stored update handled and every job answered: from here on the bot sends nothing of
+    its own accord, so a duplicate that has not arrived never will."""
+    return not journal_rows(home, "SELECT 1 FROM updates WHERE handled = 0") and not journal_rows(
+        home, "SELECT 1 FROM jobs WHERE state IN ('queued', 'running')")
+
+
 def send_all(fake: FakeTelegram, photos: list[bytes]) -> list[dict[str, Any]]:
     sent = []
     for i, data in enumerate(photos):
@@ -62,10 +69,11 @@ def send_all(fake: FakeTelegram, photos: list[bytes]) -> list[dict[str, Any]]:
     return sent
 
 
-def test_after_a_kill_9_every_accepted_photo_is_answered_exactly_once(real_store: ModelStore, tmp_path: Path) -> None:
+def test_after_a_kill_9_every_accepted_photo_is_answered_exactly_once(real_store: ModelStore, photos: list[Path],
+                                                                      tmp_path: Path) -> None:
     """The bot dies (kill -9, workers too) while uploading its second result, before Telegram
     has taken it; the other eight photos are queued or being drawn."""
-    photos = distinct_photos(10)
+    jpegs = distinct_photos(photos, 10)
     with FakeTelegram() as fake:
         bot = start_bot(fake, tmp_path / "bot", real_store.home, **FAST)
         uploads = []
@@ -79,15 +87,15 @@ def test_after_a_kill_9_every_accepted_photo_is_answered_exactly_once(real_store
             return False
 
         fake.intercept = crash_on_second_upload
-        sent = send_all(fake, photos)
+        sent = send_all(fake, jpegs)
         fake.wait_for(lambda: bot.process.poll() is not None, 300)
         fake.intercept = None
         assert sum(1 for m in sent if answers(fake, m)) == 1
 
         bot = start_bot(fake, tmp_path / "bot", real_store.home, **FAST)
         try:
-            fake.wait_for(lambda: all(answers(fake, m) for m in sent), 600)
-            time.sleep(3)  # time for a duplicate to show up, if there were one
+            fake.wait_for(lambda: all(answers(fake, m) for m in sent) and settled(bot.home), 600)
+            assert journal_rows(bot.home, "SELECT state, COUNT(*) FROM jobs GROUP BY state") == [("done", len(sent))]
             for m in sent:
                 got = answers(fake, m)
                 assert [c.method for c in got] == ["sendPhoto"], (m["message_id"], [c.params for c in got])
@@ -97,11 +105,12 @@ def test_after_a_kill_9_every_accepted_photo_is_answered_exactly_once(real_store
         assert "resumed" in bot.log()
 
 
-def test_sigterm_finishes_the_photo_being_drawn_and_keeps_the_rest(real_store: ModelStore, tmp_path: Path) -> None:
-    photos = distinct_photos(4)
+def test_sigterm_finishes_the_photo_being_drawn_and_keeps_the_rest(real_store: ModelStore, photos: list[Path],
+                                                                   tmp_path: Path) -> None:
+    jpegs = distinct_photos(photos, 4)
     with FakeTelegram() as fake:
         bot = start_bot(fake, tmp_path / "bot", real_store.home, **FAST)
-        sent = send_all(fake, photos)
+        sent = send_all(fake, jpegs)
         fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText") if c.params["text"] == "Drawing…"], 300)
         drawing = int(fake.calls_to("editMessageText")[0].params["chat_id"])
         assert bot.stop() == 0, bot.log()
@@ -113,22 +122,21 @@ def test_sigterm_finishes_the_photo_being_drawn_and_keeps_the_rest(real_store: M
 
         bot = start_bot(fake, tmp_path / "bot", real_store.home, **FAST)
         try:
-            fake.wait_for(lambda: all(answers(fake, m) for m in sent), 600)
-            time.sleep(2)
-            assert all(len(answers(fake, m)) == 1 for m in sent)
+            fake.wait_for(lambda: all(answers(fake, m) for m in sent) and settled(bot.home), 600)
+            assert all(len(answers(fake, m)) == 1 for m in sent), [len(answers(fake, m)) for m in sent]
             assert not leftover_status(fake)
         finally:
             assert bot.stop() == 0, bot.log()
 
 
-def test_an_update_stored_but_not_handled_is_handled_at_the_next_start(real_store: ModelStore,
+def test_an_update_stored_but_not_handled_is_handled_at_the_next_start(real_store: ModelStore, photos: list[Path],
                                                                          tmp_path: Path) -> None:
     """The gap before a handler runs: Telegram has forgotten the update (its offset was confirmed),
     and only the journal still has it."""
     home = tmp_path / "bot"
     with FakeTelegram() as fake:
         chat, user = private_chat(777)
-        msg = fake.photo_message(chat, user, distinct_photos(1)[0], push=False)
+        msg = fake.photo_message(chat, user, distinct_photos(photos, 1)[0], push=False)
 
         async def store() -> None:
             journal = await Journal.open(home / "bot.db")

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from tests.bot_harness import REPO, private_chat, start_bot
-from tests.conftest import PHOTOS
+from tests.conftest import synthetic_photo
 from tests.fake_telegram import FakeTelegram
 from weights.store import ModelStore
 
@@ -24,7 +24,7 @@ def test_without_the_optional_methods_photos_are_still_answered(real_store: Mode
         bot = start_bot(fake, tmp_path / "bot", real_store.home)
         try:
             chat, user = private_chat(401)
-            msg = fake.photo_message(chat, user, (PHOTOS / "square_512.jpg").read_bytes())
+            msg = fake.photo_message(chat, user, synthetic_photo(512, 512))
             reply = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendPhoto"], 180)[0]
             assert Image.open(io.BytesIO(fake.sent_file(reply, "photo"))).size == (512, 512)
         finally:
