@@ -42,8 +42,7 @@ TINY_WIDTHS = GeneratorWidths(
 
 # Fixtures that read ../shared. ``detector`` and ``face_store`` are tests/test_faces.py's, which
 # load the real face detector; they are named here so those tests are marked like the rest.
-SHARED_FIXTURES = frozenset({"hayao_file", "det_file", "real_store", "photos", "shared_photo",
-                             "detector", "face_store"})
+SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo", "detector", "face_store"})
 # A test that can start the bot process: its module imports a starter, and it has a model to give
 # the bot (no bot starts without a style). Each start costs seconds.
 BOT_STARTERS = (start_bot, serving)
@@ -86,11 +85,6 @@ def _need(path: Path) -> Path:
 @pytest.fixture(scope="session")
 def hayao_file() -> Path:
     return _need(HAYAO_FILE)
-
-
-@pytest.fixture(scope="session")
-def det_file() -> Path:
-    return _need(DET_FILE)
 
 
 @pytest.fixture(scope="session")
