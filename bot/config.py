@@ -31,11 +31,11 @@ class Config:
     home: Path
     base_url: str = TELEGRAM_API
     base_file_url: str = TELEGRAM_FILES
-    # One worker using every core, chosen by measurement on 2 cores (README,
-    # "Choosing the worker layout"): 2 workers x 1 thread drew 7-14% more
-    # photos a minute for two busy users, but a lone user waited 1.6x as long
-    # and the workers held twice the memory. load_config() gives each worker an
-    # equal share of the cores this process may use.
+    # One worker using every core, chosen by measurement (README, "Choosing the
+    # worker layout", has the numbers): a lone user waits less than with one
+    # single-threaded worker per core, for about as many photos a minute and
+    # half the memory. load_config() gives each worker an equal share of the
+    # cores this process may use.
     workers: int = 1
     threads_per_worker: int = 2
     queue_size: int = 16

@@ -24,9 +24,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Backend = Literal["openvino", "onnxruntime", "torchscript", "eager"]
-# OpenVINO first: in bench.speed on 2 cores with AMX it drew Hayao 4x faster
-# than eager PyTorch (in bfloat16; onnxruntime 1.4x), each bench photo 39.9 dB
-# or more from the reference's result (README, "Benchmarks").
+# OpenVINO first: in bench.speed it is the fastest backend by far, at no
+# visible cost against the reference (README, "Benchmarks", has the numbers).
 BACKENDS: tuple[str, ...] = ("openvino", "onnxruntime", "torchscript", "eager")
 DEFAULT_BACKEND: Backend = "openvino"
 
@@ -143,8 +142,8 @@ def _onnx_session(path: Path, threads: int | None) -> object:
     if threads:
         opts.intra_op_num_threads = threads
     # Memory patterns are planned per input shape and kept; every photo has its
-    # own shape, so they only pile up: off, the 8 shared photos peak at 1141 MB
-    # instead of 2123 MB, at the same speed.
+    # own shape, so they only pile up: off, peak memory is about halved at the
+    # same speed (measured on the shared photos).
     opts.enable_mem_pattern = False
     try:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])

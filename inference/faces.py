@@ -24,7 +24,7 @@ MAX_FACES = 8
 # Eye distance in the photo below which a face is left to the whole-image pass:
 # a face that small is blown up 6x or more into the crop and comes back as a
 # soft, photo-like patch (an out-of-focus passer-by in town_1280x854, 12 px,
-# did exactly that), while it costs a full 512 px pass (~2.2 s on 2 cores).
+# did exactly that), while it costs a full 512 px pass (README, "Faces").
 MIN_EYE_PX = 16
 # insightface's ArcFace template (112 px), zoomed out 1.6x about the crop centre
 # so the crop holds hair and chin: eyes land at 47% of the height, the mouth at 70%.

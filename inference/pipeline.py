@@ -19,10 +19,9 @@ from inference.colour import blend, keep_colours
 from inference.faces import FaceDetector, face_pass
 from inference.imageio import ImageLimits, decode, encode
 
-# 720 px on the long side, chosen by measurement on 2 cores (README, "Choosing
-# max_side"): about 4 s a photo, against 1.9 s at 512 px and 13.6 s at 1024 px.
-# Smaller outputs look blurry on a phone screen; larger ones cost time
-# super-linearly for strokes no one sees in a chat.
+# 720 px on the long side, chosen by measurement (README, "Choosing max_side",
+# has the numbers): smaller outputs look blurry on a phone screen; larger ones
+# cost time super-linearly for strokes no one sees in a chat.
 DEFAULT_MAX_SIDE = 720
 # A panorama's result is at most this many times max_side long (fit_size).
 PANORAMA_LONG_SIDES = 4

@@ -1,6 +1,6 @@
 """The real bot process, end to end over real HTTP, with the real Hayao model and real photos.
 
-One bot serves this module (the default layout: two workers of one thread,
+One bot serves this module (the default layout: one worker of two threads,
 720 px); each test plays its own users so the tests do not see each
 other's cache entries or replies.
 """
