@@ -12,7 +12,7 @@ from inference.backends import Stylizer
 from inference.engine import BACKENDS, DEFAULT_BACKEND
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
-from weights.store import ModelStore, WeightsError, data_home
+from weights.store import ModelStore, WeightsError, data_home, default_style
 
 if TYPE_CHECKING:
     import numpy as np
@@ -248,13 +248,6 @@ def _weights_import(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _default_style(store: ModelStore) -> str:
-    styles = [e.name for e in store.installed("style")]
-    if not styles:
-        raise WeightsError("no style is installed; run: animebot weights download hayao", code="not_installed")
-    return "hayao" if "hayao" in styles else styles[0]
-
-
 def _convert(args: argparse.Namespace) -> int:
     from inference.engine import load_stylizer
     from inference.pipeline import convert_bytes
@@ -269,7 +262,7 @@ def _convert(args: argparse.Namespace) -> int:
         _check_range("--threads", args.threads, 1, 256)  # as ANIMEBOT_THREADS
     fmt = _output_format(args)
     store = _store()
-    style = args.style or _default_style(store)
+    style = args.style or default_style(store)
     store.require_style(style)
     dests = _destinations(args, style, fmt)
     model = load_stylizer(store, style, args.backend, args.threads)

@@ -16,6 +16,7 @@ from pathlib import Path
 from inference.engine import BACKENDS, DEFAULT_BACKEND
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE
+from weights.store import data_home
 
 TELEGRAM_API = "https://api.telegram.org/bot"
 TELEGRAM_FILES = "https://api.telegram.org/file/bot"
@@ -93,7 +94,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
     token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
     if not token:
         raise ConfigError("TELEGRAM_BOT_TOKEN is not set; get one from @BotFather and put it in the environment or .env")
-    home = Path(env.get("ANIMEBOT_HOME") or "data").resolve()
+    home = data_home(env)
     workers = _int(env, "ANIMEBOT_WORKERS", Config.workers, 1, 64)
     return Config(
         token=token,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from inference.pipeline import ConvertSettings
 from weights.registry import ModelEntry
-from weights.store import ModelStore, WeightsError
+from weights.store import ModelStore, WeightsError, default_style
 
 PIPELINE_REVISION = 2  # bump when the pipeline's code changes its output (2: panoramas kept tall)
 
@@ -24,14 +24,12 @@ class Styles:
 
     @classmethod
     def from_store(cls, store: ModelStore, preferred: str | None, settings: ConvertSettings) -> "Styles":
+        default = default_style(store)  # refuses a store with no style at all
         installed = tuple(store.installed("style"))
-        if not installed:
-            raise WeightsError("no style is installed; run: animebot weights download hayao", code="not_installed")
         names = [e.name for e in installed]
         if preferred and preferred not in names:
             raise WeightsError(f"ANIMEBOT_STYLE={preferred!r} is not installed; installed: {', '.join(names)}")
-        default = preferred or ("hayao" if "hayao" in names else names[0])
-        return cls(installed, default, settings)
+        return cls(installed, preferred or default, settings)
 
     @property
     def names(self) -> list[str]:

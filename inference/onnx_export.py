@@ -8,12 +8,12 @@ worker that finds its file in the cache never loads it.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from storage.files import write_atomically
 
 if TYPE_CHECKING:
     import torch
@@ -86,13 +86,5 @@ def load_or_export(build: Callable[[], Generator], key: str, cache_dir: Path) ->
     path = cache_dir / "onnx" / f"{key}.onnx"
     if path.is_file():
         return path
-    data = export(build())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".onnx", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    write_atomically(path, export(build()))
     return path

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from inference.generator import Generator, GeneratorWidths
+from storage.files import replacing
 
 if TYPE_CHECKING:
     from weights.registry import ModelEntry
@@ -205,10 +206,9 @@ def distill(student: Generator, teacher: Generator, photos: Sequence[np.ndarray]
 
 
 def _save_checkpoint(path: Path, student: Generator, opt: torch.optim.Optimizer, seconds: float, step: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".partial")
-    torch.save({"student": student.state_dict(), "optimizer": opt.state_dict(), "seconds": seconds, "step": step}, tmp)
-    tmp.replace(path)
+    with replacing(path, ".pt") as tmp:
+        torch.save({"student": student.state_dict(), "optimizer": opt.state_dict(), "seconds": seconds,
+                    "step": step}, tmp)
 
 
 def save_lite(store: "ModelStore", base: "ModelEntry", name: str, student: Generator, ratio: float) -> "ModelEntry":

@@ -7,8 +7,6 @@ reuses a stale artifact.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +15,7 @@ from pathlib import Path
 import torch
 
 from inference.generator import Generator
+from storage.files import replacing
 from weights.hashing import key_for
 
 
@@ -65,13 +64,6 @@ def load_or_export(net: Generator, weights_digest: str, cache_dir: Path) -> torc
         except Exception:
             path.unlink(missing_ok=True)  # a damaged cache entry is rebuilt, not fatal
     module = export(net)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".pt", dir=path.parent)
-    os.close(fd)
-    try:
-        with _quiet_torchscript():
-            torch.jit.save(module, tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    with replacing(path, ".pt") as tmp, _quiet_torchscript():
+        torch.jit.save(module, str(tmp))
     return module

@@ -10,15 +10,15 @@ and evicted least-recently-used first.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiosqlite
 
+from storage.files import write_atomically
 from storage.schema import migrate
 
 
@@ -96,14 +96,7 @@ class Cache:
         """
         filename = f"{content_sha256[:2]}/{content_sha256}.{style}.{_digest(key)}{suffix}"
         path = self.results_dir / filename
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".partial-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)  # only left if the write failed
+        await asyncio.to_thread(write_atomically, path, data)
         now = time.time()
         await self._db.execute(
             "INSERT OR REPLACE INTO results (key, content_sha256, style, filename, bytes, width, height,"

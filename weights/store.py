@@ -11,11 +11,13 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from inference.errors import AnimebotError
+from storage.files import write_atomically
 from weights.hashing import file_digests
 from weights.registry import ModelEntry, builtin_entries, parse_entries
 
@@ -26,9 +28,19 @@ class WeightsError(AnimebotError):
     code = "weights"
 
 
-def data_home() -> Path:
-    """``$ANIMEBOT_HOME``, or ``./data``: where models, caches and the database live."""
-    return Path(os.environ.get("ANIMEBOT_HOME") or "data").resolve()
+def data_home(environ: Mapping[str, str] | None = None) -> Path:
+    """``ANIMEBOT_HOME`` (from ``environ``, default the process environment), or ``./data``:
+    where models, caches and the database live."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("ANIMEBOT_HOME") or "data").resolve()
+
+
+def default_style(store: "ModelStore") -> str:
+    """The style used when none is asked for: Hayao when installed, else the first installed."""
+    names = [e.name for e in store.installed("style")]
+    if not names:
+        raise WeightsError("no style is installed; run: animebot weights download hayao", code="not_installed")
+    return "hayao" if "hayao" in names else names[0]
 
 
 @dataclass
@@ -64,9 +76,7 @@ class ModelStore:
         dest = self.path(entry)
         os.replace(src, dest)
         others = [asdict(e) for e in self.local_entries() if e.name != entry.name]
-        tmp = self.temp_file()
-        tmp.write_text(json.dumps({"models": [*others, asdict(entry)]}, indent=2))
-        os.replace(tmp, self.local_manifest)
+        write_atomically(self.local_manifest, json.dumps({"models": [*others, asdict(entry)]}, indent=2).encode())
         self.entries = builtin_entries() + tuple(self.local_entries())
         return dest
 
