@@ -24,6 +24,7 @@ from telegram.error import InvalidToken, NetworkError
 
 from bot import handlers, keyboards, photos, presses
 from bot.config import Config, ConfigError
+from bot.context import CONTEXT_TYPES
 from bot.service import serve
 from bot.styles import Styles
 from inference.errors import AnimebotError
@@ -45,6 +46,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
         .token(cfg.token)
         .base_url(cfg.base_url)
         .base_file_url(cfg.base_file_url)
+        .context_types(CONTEXT_TYPES)
         .updater(None)  # updates come from bot/polling.py or bot/webhook.py
         .rate_limiter(AIORateLimiter(max_retries=3))  # short floods; bot/retry.py waits out longer ones
         .build()

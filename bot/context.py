@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from telegram import CallbackQuery, User
 from telegram.constants import ChatMemberStatus
 from telegram.error import TelegramError
-from telegram.ext import ContextTypes
+from telegram.ext import CallbackContext, ContextTypes, ExtBot
 
 from bot.access import Access
 from bot.albums import AlbumCollector
@@ -40,8 +41,22 @@ class BotState:
     pressing: set[tuple[int, str]] = field(default_factory=set)  # (chat, button) presses being answered
 
 
-def state(context: ContextTypes.DEFAULT_TYPE) -> BotState:
-    return context.bot_data["animebot"]  # type: ignore[no-any-return]
+class SharedData:
+    """``application.bot_data``: set once at start by bot/state.py, read by every handler."""
+
+    state: BotState | None = None
+
+
+# The context every handler gets; bot/app.py registers SharedData as bot_data's type.
+Context = CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any], SharedData]
+CONTEXT_TYPES = ContextTypes(bot_data=SharedData)
+
+
+def state(context: Context) -> BotState:
+    st = context.bot_data.state
+    if st is None:  # handlers only run once bot/state.py has set it
+        raise RuntimeError("an update was handled before the bot's state was opened")
+    return st
 
 
 async def user_lang(st: BotState, user: User | None) -> str:
@@ -68,7 +83,7 @@ async def answer_quietly(query: CallbackQuery, text: str | None = None, alert: b
         await query.answer(text, show_alert=alert)
 
 
-async def may_configure(st: BotState, context: ContextTypes.DEFAULT_TYPE, chat_id: int, user: User | None) -> bool:
+async def may_configure(st: BotState, context: Context, chat_id: int, user: User | None) -> bool:
     """Whether ``user`` may change this chat's settings: anyone in a private chat, a group's
     admins (Telegram's convention for group configuration) and the bot's admins."""
     if chat_id > 0 or user is None:

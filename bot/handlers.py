@@ -11,10 +11,10 @@ import time
 
 from telegram import Update
 from telegram.error import Forbidden, TelegramError
-from telegram.ext import ApplicationHandlerStop, ContextTypes
+from telegram.ext import ApplicationHandlerStop
 
 from bot import keyboards
-from bot.context import answer_quietly, chat_settings, may_configure, state, user_lang, user_style
+from bot.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
 from bot.i18n import t
 from bot.photos import anime_command
 
@@ -23,7 +23,7 @@ log = logging.getLogger("animebot.handlers")
 
 # --- access ---------------------------------------------------------------------
 
-async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def gate(update: Update, context: Context) -> None:
     """Runs before every other handler: in allowlist mode, refuse everyone else politely.
 
     Only updates addressed to the bot get the refusal (a private message,
@@ -45,7 +45,7 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     raise ApplicationHandlerStop
 
 
-async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def stats_command(update: Update, context: Context) -> None:
     """``/stats``, for admins: the queue, throughput, cache hit rate and the commonest problems."""
     st = state(context)
     user = update.effective_user
@@ -69,25 +69,25 @@ async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
 
 # --- commands ------------------------------------------------------------------
 
-async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def start(update: Update, context: Context) -> None:
     st = state(context)
     await update.effective_message.reply_text(t(await user_lang(st, update.effective_user), "start"))
 
 
-async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def help_command(update: Update, context: Context) -> None:
     st = state(context)
     lang = await user_lang(st, update.effective_user)
     await update.effective_message.reply_text(t(lang, "help", styles=", ".join(st.styles.names)))
 
 
-async def about(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def about(update: Update, context: Context) -> None:
     st = state(context)
     lang = await user_lang(st, update.effective_user)
     models = "\n".join(f"• {e.label}: {e.license}" for e in st.styles.entries)
     await update.effective_message.reply_text(t(lang, "about", models=models))
 
 
-async def style_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def style_command(update: Update, context: Context) -> None:
     st = state(context)
     lang = await user_lang(st, update.effective_user)
     current = await user_style(st, update.effective_user)
@@ -96,14 +96,14 @@ async def style_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
         reply_markup=keyboards.style_keyboard(st.styles, current, update.effective_user.id))
 
 
-async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def lang_command(update: Update, context: Context) -> None:
     st = state(context)
     lang = await user_lang(st, update.effective_user)
     await update.effective_message.reply_text(t(lang, "lang_prompt"),
                                               reply_markup=keyboards.lang_keyboard(update.effective_user.id))
 
 
-async def settings_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def settings_command(update: Update, context: Context) -> None:
     """This chat's drawing settings; in a group only its admins get the buttons to change them."""
     st = state(context)
     lang = await user_lang(st, update.effective_user)
@@ -116,12 +116,12 @@ async def settings_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
         await update.effective_message.reply_text(f"{text}\n\n{t(lang, 'settings_admins_only')}")
 
 
-async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def unknown_command(update: Update, context: Context) -> None:
     lang = await user_lang(state(context), update.effective_user)
     await update.effective_message.reply_text(t(lang, "unknown_command"))
 
 
-async def text_hint(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def text_hint(update: Update, context: Context) -> None:
     """Text, a sticker, a video... in a private chat: say what the bot takes."""
     lang = await user_lang(state(context), update.effective_user)
     await update.effective_message.reply_text(t(lang, "text_hint"))
@@ -129,7 +129,7 @@ async def text_hint(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 # --- buttons -------------------------------------------------------------------------
 
-async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_error(update: object, context: Context) -> None:
     """What a handler raised. Telegram's answers (a user who blocked the bot, a deleted chat,
     flood control on a command's reply) are one line; anything else is a bug and keeps its traceback."""
     uid = update.update_id if isinstance(update, Update) else "-"

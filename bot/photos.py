@@ -10,9 +10,8 @@ import logging
 import re
 
 from telegram import Message, Update, User
-from telegram.ext import ContextTypes
 
-from bot.context import BotState, chat_settings, state, user_lang, user_style
+from bot.context import Context, BotState, chat_settings, state, user_lang, user_style
 from bot.i18n import t
 from bot.requests import Request, Source
 
@@ -51,7 +50,7 @@ def anime_command(text: str | None, bot_username: str | None) -> tuple[bool, str
     return True, m.group(2)
 
 
-async def anime(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def anime(update: Update, context: Context) -> None:
     """``/anime [style]`` as a reply to a photo, in a group or a private chat."""
     st = state(context)
     message = update.effective_message
@@ -67,7 +66,7 @@ async def anime(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await convert(update, context, [src], target.message_id, style_arg)
 
 
-async def private_media(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def private_media(update: Update, context: Context) -> None:
     """Any photo or file in a private chat: convert it, or say why not."""
     message = update.effective_message
     if message.media_group_id:
@@ -83,7 +82,7 @@ async def private_media(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     await convert(update, context, [src], message.message_id, style)
 
 
-async def group_media(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def group_media(update: Update, context: Context) -> None:
     """A photo in a group: converted only when its caption is ``/anime`` for us."""
     message = update.effective_message
     if message.media_group_id:
@@ -123,7 +122,7 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
                   style_arg, album=group)
 
 
-async def convert(update: Update, context: ContextTypes.DEFAULT_TYPE, sources: list[Source], reply_to: int,
+async def convert(update: Update, context: Context, sources: list[Source], reply_to: int,
                   style_arg: str | None) -> None:
     await request(state(context), str(update.update_id), update.effective_message, update.effective_user, sources,
                   reply_to, style_arg)

@@ -10,15 +10,14 @@ import re
 
 from telegram import CallbackQuery, Update
 from telegram.error import TelegramError
-from telegram.ext import ContextTypes
 
 from bot import keyboards
-from bot.context import answer_quietly, chat_settings, may_configure, state, user_lang
+from bot.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang
 from bot.i18n import LANGS, t
 from bot.requests import Request, Source
 
 
-def groups(context: ContextTypes.DEFAULT_TYPE, count: int) -> tuple[str, ...]:
+def groups(context: Context, count: int) -> tuple[str, ...]:
     """What the button's pattern matched. A press with no data at all reaches every handler
     (python-telegram-bot lets it through any pattern): it matched nothing, and its groups are
     empty strings, which every handler below refuses as expired."""
@@ -26,19 +25,19 @@ def groups(context: ContextTypes.DEFAULT_TYPE, count: int) -> tuple[str, ...]:
     return found.groups() if isinstance(found, re.Match) else ("",) * count
 
 
-async def redraw_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def redraw_button(update: Update, context: Context) -> None:
     """``r:STYLE:ID``: draw the result's photo again in another style, with the result's settings."""
     style_arg, result_id = groups(context, 2)
     await result_button(update, context, result_id, style_arg, as_document=False)
 
 
-async def full_size_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def full_size_button(update: Update, context: Context) -> None:
     """``f:ID``: the result itself, as a file."""
     (result_id,) = groups(context, 1)
     await result_button(update, context, result_id, None, as_document=True)
 
 
-async def result_button(update: Update, context: ContextTypes.DEFAULT_TYPE, result_id: str, style_arg: str | None,
+async def result_button(update: Update, context: Context, result_id: str, style_arg: str | None,
                         as_document: bool) -> None:
     """Act on the result a button sits under, as it was drawn, and only in the chat it was shown in.
 
@@ -71,7 +70,7 @@ async def result_button(update: Update, context: ContextTypes.DEFAULT_TYPE, resu
         st.pressing.discard(press)
 
 
-async def style_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def style_button(update: Update, context: Context) -> None:
     """``s:STYLE:UID``: set the default style of the user the menu was sent to."""
     st = state(context)
     query = update.callback_query
@@ -84,7 +83,7 @@ async def style_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
         await query.edit_message_text(t(lang, "style_set", style=st.styles.label(style)))
 
 
-async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def lang_button(update: Update, context: Context) -> None:
     """``l:LANG:UID``: set the language of the user the menu was sent to."""
     st = state(context)
     query = update.callback_query
@@ -108,7 +107,7 @@ async def own_menu_choice(query: CallbackQuery, lang: str, valid: bool, owner: s
     return True
 
 
-async def option_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def option_button(update: Update, context: Context) -> None:
     """``o:OPTION:VALUE``: change one of this chat's drawing settings (a group's admins only)."""
     st = state(context)
     query = update.callback_query
@@ -129,7 +128,7 @@ async def option_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
                                       reply_markup=keyboards.settings_keyboard(current, lang))
 
 
-async def unknown_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def unknown_button(update: Update, context: Context) -> None:
     """Any other callback data: a button of an older version, or forged."""
     query = update.callback_query
     await answer_quietly(query, t(await user_lang(state(context), query.from_user), "button_expired"), alert=True)

@@ -63,7 +63,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
                        cfg.per_user_jobs, limits, dict(cfg.fast_styles), cfg.fast_queue)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     st = BotState(runner, cache, buttons, styles, albums, access)
-    app.bot_data["animebot"] = st
+    app.bot_data.state = st
     await _register_commands(app)
     log.info("bot @%s ready: styles %s (default %s), %d worker(s) x %d thread(s), queue %d, max side %d",
              app.bot.username, ",".join(styles.names), styles.default, cfg.workers, cfg.threads_per_worker,
