@@ -128,11 +128,16 @@ class JobRunner:
         version = self.styles.version(req.style, req.settings)
         count = 0
         for src in req.sources:
-            sha = src.sha256 or (await self.cache.content_of(src.file_unique_id) if src.file_unique_id else None)
+            sha = await self._known_sha(src)
             key = result_key(sha, req.style, version) if sha else None
-            if key is None or (key not in self._drawing and await self.cache.get(key) is None):
+            if key is None or (key not in self._drawing and not await self.cache.has(key)):
                 count += 1
         return count
+
+    async def _known_sha(self, src: Source) -> str | None:
+        """The photo's content hash without downloading it: given (a redraw), or from a file Telegram
+        sent us before (same ``file_unique_id``)."""
+        return src.sha256 or (await self.cache.content_of(src.file_unique_id) if src.file_unique_id else None)
 
     @contextlib.contextmanager
     def _counted(self, user_id: int, photos: int) -> Iterator[None]:
@@ -281,7 +286,7 @@ class JobRunner:
         A new request has its queue places reserved (:meth:`run`); a
         recovered one was promised an answer, so it waits for room instead.
         """
-        sha = src.sha256 or (await self.cache.content_of(src.file_unique_id) if src.file_unique_id else None)
+        sha = await self._known_sha(src)
         version = self.styles.version(req.style, req.settings)
         if sha and (known := await self._known(result_key(sha, req.style, version))):
             return Drawn(src, sha, known, from_cache=True)

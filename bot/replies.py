@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from telegram import Bot, InputMediaPhoto, Message
+from telegram import Bot, InlineKeyboardMarkup, InputMediaPhoto, Message
 from telegram.error import BadRequest, TelegramError
 
 from bot.access import Refusal
@@ -79,9 +79,9 @@ class Replies:
             if msg.document and msg.document.file_id != res.document_file_id:
                 await self.cache.set_file_ids(res.key, document_file_id=msg.document.file_id)
 
-    async def say(self, req: Request, text: str) -> None:
-        await retrying(f"job {req.job_id}: sendMessage",
-                       lambda: self.bot.send_message(req.chat_id, text, reply_parameters=reply_to(req)))
+    async def say(self, req: Request, text: str, markup: InlineKeyboardMarkup | None = None) -> Message:
+        return await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
+            req.chat_id, text, reply_parameters=reply_to(req), reply_markup=markup))
 
     async def refuse(self, req: Request, refusal: Refusal) -> None:
         """Tell the user a request was not taken on, once, however many came at once."""
@@ -101,10 +101,11 @@ class Replies:
                         f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
                 return
             for old in [k for k, n in self._notices.items() if now - n.at >= NOTICE_WINDOW_S]:
-                del self._notices[old]  # a chat's burst is over: forget its notice
+                del self._notices[old]  # a chat's burst is over: forget its notice, and its lock if idle
+                if old != key and not self._notice_locks[old].locked():
+                    del self._notice_locks[old]
             with contextlib.suppress(TelegramError):
-                msg = await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
-                    req.chat_id, text, reply_parameters=reply_to(req)))
+                msg = await self.say(req, text)
                 self._notices[key] = _Notice(msg.message_id, len(req.sources), now)
 
     # --- one result ---------------------------------------------------------------
@@ -152,9 +153,7 @@ class Replies:
             msgs = await retrying(what, lambda: self.bot.send_media_group(req.chat_id, items,
                                                                           reply_parameters=reply_to(req)))
         ids = [await self._button_id(req, d) for d in done]
-        await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
-            req.chat_id, t(req.lang, "album_buttons"), reply_parameters=reply_to(req),
-            reply_markup=album_keyboard(ids, req.lang)))
+        await self.say(req, t(req.lang, "album_buttons"), album_keyboard(ids, req.lang))
         return list(zip(done, msgs))
 
     @staticmethod

@@ -86,6 +86,12 @@ class Cache:
         await self._db.commit()
         return CachedResult(key, path, row[1], row[2], row[3], row[4])
 
+    async def has(self, key: str) -> bool:
+        """Whether ``key``'s result is cached, without marking it used (a count, not a use)."""
+        async with self._db.execute("SELECT filename FROM results WHERE key = ?", (key,)) as cur:
+            row = await cur.fetchone()
+        return row is not None and (self.results_dir / row[0]).is_file()
+
     async def put(self, key: str, content_sha256: str, style: str, data: bytes, width: int, height: int,
                   suffix: str = ".jpg") -> CachedResult:
         """Store a result file atomically, then evict the least recently used beyond the size cap.
