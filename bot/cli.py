@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--webhook", metavar="URL",
                    help="take updates by webhook at this https:// URL instead of polling (or ANIMEBOT_WEBHOOK_URL)")
     r.set_defaults(handler=_run)
+    wk = sub.add_parser("worker", help="draw photos for a bot elsewhere, via Celery over Redis (ANIMEBOT_BROKER_URL)")
+    wk.set_defaults(handler=_worker)
     h = sub.add_parser("health", help="exit 0 if the bot in ANIMEBOT_HOME is running with all its workers")
     h.set_defaults(handler=_health)
 
@@ -193,6 +195,13 @@ def _run(args: argparse.Namespace) -> int:
     provision(ModelStore(cfg.home), cfg.weights, cfg.baked_models)
     run(cfg)
     return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from bot.celery_worker import run_worker
+    from bot.config import load_worker_config
+
+    return run_worker(load_worker_config())
 
 
 def _health(args: argparse.Namespace) -> int:

@@ -126,6 +126,63 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
     )
 
 
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What ``animebot worker`` needs: no Telegram token, a broker, and the models to draw with."""
+
+    home: Path
+    broker_url: str
+    backend: str = DEFAULT_BACKEND
+    threads: int = 2
+    concurrency: int = 1
+    job_timeout_s: float = 120.0
+    default_style: str | None = None
+    weights: tuple[str, ...] = ()
+    baked_models: Path | None = None
+
+    def __repr__(self) -> str:  # the broker URL holds a password
+        return f"WorkerConfig(home={self.home}, concurrency={self.concurrency}x{self.threads}, ...)"
+
+
+def load_worker_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
+    """The worker's settings, from the same variables the bot reads (``.env`` is not read: a
+    worker machine is configured by its environment)."""
+    env = dict(os.environ if environ is None else environ)
+    broker_url = _broker_url(env)
+    if broker_url is None:
+        raise ConfigError("ANIMEBOT_BROKER_URL is not set; a worker needs the Redis URL the bot uses, "
+                          "e.g. redis://:password@redis:6379/0")
+    concurrency = _int(env, "ANIMEBOT_WORKER_CONCURRENCY", WorkerConfig.concurrency, 1, 64)
+    return WorkerConfig(
+        home=data_home(env),
+        broker_url=broker_url,
+        backend=_choice(env, "ANIMEBOT_BACKEND", WorkerConfig.backend, BACKENDS),
+        threads=_int(env, "ANIMEBOT_THREADS", max(1, _cores() // concurrency), 1, 256),
+        concurrency=concurrency,
+        job_timeout_s=float(_int(env, "ANIMEBOT_JOB_TIMEOUT", int(WorkerConfig.job_timeout_s), 1, 3600)),
+        default_style=env.get("ANIMEBOT_STYLE") or None,
+        weights=tuple(n for n in env.get("ANIMEBOT_WEIGHTS", "").replace(" ", "").split(",") if n),
+        baked_models=Path(env["ANIMEBOT_BAKED_MODELS"]) if env.get("ANIMEBOT_BAKED_MODELS") else None,
+    )
+
+
+def _broker_url(env: Mapping[str, str]) -> str | None:
+    url = env.get("ANIMEBOT_BROKER_URL", "").strip() or None
+    if url is not None and not url.startswith(("redis://", "rediss://")):
+        raise ConfigError("ANIMEBOT_BROKER_URL must be a Redis URL (redis://:password@host:6379/0); "
+                          f"got one starting {url.split(':', 1)[0]!r}")
+    return url
+
+
+def broker_password(url: str | None) -> str | None:
+    """The password in a broker URL, for the log redaction (never for printing)."""
+    if not url:
+        return None
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).password or None
+
+
 def _cores() -> int:
     """CPUs this process may use (a container's cpuset, not the host's count)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

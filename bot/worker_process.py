@@ -5,6 +5,10 @@ pipe: photo bytes in, encoded anime bytes out. Decoding, resizing and
 encoding happen here too, so the bot's event loop only moves bytes.
 It runs in a fresh (spawned) interpreter, so nothing here may rely on state
 of the parent process.
+
+The drawing itself is :class:`Drawer`, which ``animebot worker``
+(bot/celery_worker.py) uses as well: a photo drawn there or here goes through
+the same models and the same pipeline, so it comes out the same.
 """
 from __future__ import annotations
 
@@ -19,8 +23,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from inference.backends import Stylizer
+from inference.engine import face_style_for, load_detector, load_stylizer
 from inference.errors import AnimebotError
-from inference.pipeline import ConvertSettings, Converted
+from inference.faces import FaceDetector
+from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
+from weights.store import ModelStore
 
 
 @dataclass(frozen=True)
@@ -62,66 +69,102 @@ def _obey_the_parent_only() -> None:
     and ``timeout`` all signal the whole process group; the bot's graceful
     stop must decide when the photo being drawn is done, so SIGINT and
     SIGTERM are ignored here. If the bot itself dies (``kill -9``), the
-    kernel kills the worker too (Linux), instead of leaving it to finish a
-    photo nobody will send and to write into the next run's log.
+    kernel kills the worker too (see :func:`die_with_parent`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = mp.parent_process()
+    if parent is not None and parent.pid is not None:
+        die_with_parent(parent.pid)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux), instead of leaving it to
+    finish a photo nobody will send and to write into the next run's log; exit now if the parent
+    (``parent_pid``) is already gone."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    parent = mp.parent_process()
-    if parent is not None and os.getppid() != parent.pid:  # it died before prctl took effect
+    if os.getppid() != parent_pid:  # it died before prctl took effect
         os._exit(0)
 
 
-def serve(conn: Connection, spec: WorkerSpec) -> None:
-    """Worker main loop. Sends ``("ready", pid)`` or ``("failed", message)`` first."""
-    _obey_the_parent_only()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from inference.engine import face_style_for, load_detector, load_stylizer
-    from inference.faces import FaceDetector
-    from inference.pipeline import FaceTools, convert_bytes
-    from weights.store import ModelStore
+@dataclass(frozen=True)
+class Loaded:
+    """What a :class:`Drawer` can do once loaded, for its ready line and for whoever sends it work."""
 
-    store = ModelStore(spec.home)
-    models: dict[str, Stylizer] = {}
-    detector: FaceDetector | None = None
-    face_problem = ""
+    engine: str  # e.g. "openvino bf16": OpenVINO says whether this CPU computes in bfloat16
+    faces: str  # "on", or "off: why"
+    styles: tuple[str, ...]  # every installed style; others are loaded on first use
 
-    def model(style: str) -> Stylizer:
-        if style not in models:
-            models[style] = load_stylizer(store, style, spec.backend, spec.threads)  # type: ignore[arg-type]
-        return models[style]
 
-    def faces(style: str) -> FaceTools | None:
+class Drawer:
+    """One process's models, each loaded once on first use, and the pipeline that draws with them."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.store = ModelStore(spec.home)
+        self._models: dict[str, Stylizer] = {}
+        self._detector: FaceDetector | None = None
+        self._face_problem = ""
+
+    def load(self) -> Loaded:
+        """Load the preload style and the face pass; an AnimebotError if the style does not load."""
+        first = self._model(self.spec.preload)
+        self._faces(self.spec.preload)
+        return Loaded(engine=f"{first.backend} {getattr(first, 'precision', 'f32')}",
+                      faces=f"off: {self._face_problem}" if self._face_problem else "on",
+                      styles=tuple(e.name for e in self.store.installed("style")))
+
+    def draw(self, order: WorkOrder) -> Converted | WorkFailed:
+        """The drawing, or why not: a style not installed here or a bad photo is a WorkFailed with
+        the sentence to pass on; so is a bug, whose traceback goes to the log."""
+        try:
+            tools = self._faces(order.style) if order.settings.faces else None
+            return convert_bytes(order.data, self._model(order.style), order.settings, tools)
+        except AnimebotError as exc:
+            return WorkFailed(order.job_id, exc.code, exc.message)
+        except Exception as exc:  # a bug or a runtime failure: keep its traceback, keep serving
+            log.exception("job %s: unexpected failure in the worker", order.job_id)
+            return WorkFailed(order.job_id, "internal", f"{exc.__class__.__name__}: {exc}")
+
+    def _model(self, style: str) -> Stylizer:
+        if style not in self._models:
+            self.store.require_style(style)  # a name that is no style says what is installed instead
+            self._models[style] = load_stylizer(self.store, style, self.spec.backend,  # type: ignore[arg-type]
+                                                self.spec.threads)
+        return self._models[style]
+
+    def _faces(self, style: str) -> FaceTools | None:
         """The face pass for ``style``; None (the whole-image pass only) if its models do not load.
 
         One detector serves every style, and face models come from the same
         cache as styles, so nothing is loaded twice."""
-        nonlocal detector, face_problem
-        if face_problem:
+        if self._face_problem:
             return None
-        face_style = face_style_for(store, style)
+        face_style = face_style_for(self.store, style)
         if face_style == style:
-            face_model = model(style)  # a style that does not load fails its order, not the face pass
+            face_model = self._model(style)  # a style that does not load fails its order, not the face pass
         try:
-            detector = detector or load_detector(store, spec.threads)
+            self._detector = self._detector or load_detector(self.store, self.spec.threads)
             if face_style != style:
-                face_model = model(face_style)
+                face_model = self._model(face_style)
         except AnimebotError as exc:
-            face_problem = exc.message
+            self._face_problem = exc.message
             return None
-        return FaceTools(detector, face_model)
+        return FaceTools(self._detector, face_model)
 
+
+def serve(conn: Connection, spec: WorkerSpec) -> None:
+    """Worker main loop. Sends ``("ready", pid, faces, engine)`` or ``("failed", message)`` first."""
+    _obey_the_parent_only()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    drawer = Drawer(spec)
     try:
-        first = model(spec.preload)
+        loaded = drawer.load()
     except AnimebotError as exc:
         conn.send(("failed", exc.message))
         return
-    faces(spec.preload)
-    # OpenVINO says whether this CPU computes in bfloat16; the operator's log should too.
-    engine = f"{first.backend} {getattr(first, 'precision', 'f32')}"
-    conn.send(("ready", os.getpid(), f"off: {face_problem}" if face_problem else "on", engine))
+    conn.send(("ready", os.getpid(), loaded.faces, loaded.engine))
     while True:
         try:
             order: WorkOrder | None = conn.recv()
@@ -129,16 +172,7 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
             return  # the parent is gone
         if order is None:
             return
-        reply: Converted | WorkFailed
         try:
-            tools = faces(order.style) if order.settings.faces else None
-            reply = convert_bytes(order.data, model(order.style), order.settings, tools)
-        except AnimebotError as exc:
-            reply = WorkFailed(order.job_id, exc.code, exc.message)
-        except Exception as exc:  # a bug or a runtime failure: keep its traceback, keep serving
-            log.exception("job %s: unexpected failure in the worker", order.job_id)
-            reply = WorkFailed(order.job_id, "internal", f"{exc.__class__.__name__}: {exc}")
-        try:
-            conn.send(reply)
+            conn.send(drawer.draw(order))
         except OSError:  # the bot is gone (BrokenPipeError): nobody to answer
             return

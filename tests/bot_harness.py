@@ -46,14 +46,36 @@ def group_chat(gid: int) -> dict[str, Any]:
 
 
 @dataclass
-class RunningBot:
+class RunningProcess:
+    """A process of ours started in a session of its own, with its output in a log file."""
+
     process: subprocess.Popen[bytes]
-    fake: FakeTelegram
-    home: Path
     log_path: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def kill9(self) -> None:
+        """A crash: SIGKILL to the process and its children at once, as when a container dies."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM, as ``docker stop`` sends it; SIGKILL (and an error) if it does not exit in ``timeout``."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise
+
+
+@dataclass
+class RunningBot(RunningProcess):
+    fake: FakeTelegram
+    home: Path
 
     def worker_pids(self) -> dict[int, int]:
         """The current pid of each worker slot, as the bot logged them."""
@@ -61,21 +83,6 @@ class RunningBot:
         for slot, pid in re.findall(r"worker (\d+) (?:ready \(pid|replaced after it \w+ \(new pid) (\d+)", self.log()):
             pids[int(slot)] = int(pid)
         return pids
-
-    def kill9(self) -> None:
-        """A crash: SIGKILL to the bot and its workers at once, as when a container dies."""
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self, timeout: float = 60) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise
 
 
 def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **env: str) -> RunningBot:
@@ -99,7 +106,7 @@ def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **e
     with log_path.open("ab") as log:  # a restarted bot appends
         process = subprocess.Popen([sys.executable, "-m", "bot", "run", *args], cwd=home, env=full_env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    bot = RunningBot(process, fake, home, log_path)
+    bot = RunningBot(process, log_path, fake, home)
     try:
         fake.wait_for(lambda: process.poll() is not None or b"ready: styles" in log_path.read_bytes()[before:],
                       timeout=600)

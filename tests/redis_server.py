@@ -1,0 +1,101 @@
+"""A real ``redis-server`` on a free loopback port, for the tests of scaling out over Celery.
+
+Tests that need one use the ``redis_server`` fixture (``from tests.redis_server import redis_server``
+in the test module registers it); it skips, with the way to install it, where redis-server is absent.
+"""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+PASSWORD = "s3cret-broker-pass"  # distinctive, so a test can search a log for it
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server in ``folder`` (its log, and its dump when persisting); the port stays the same
+    across restarts, so clients and workers find it again."""
+
+    def __init__(self, folder: Path, password: str | None = PASSWORD) -> None:
+        self.folder = folder
+        self.password = password
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def url(self, password: str | None = None, db: int = 0) -> str:
+        """The URL with ``password`` (default: the server's own)."""
+        secret = password if password is not None else self.password
+        return f"redis://{f':{secret}@' if secret else ''}127.0.0.1:{self.port}/{db}"
+
+    def start(self, persist: bool = False, timeout: float = 10) -> RedisServer:
+        """Start, and return once it answers PING."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+                "--logfile", str(self.folder / "redis.log")]
+        args += ["--appendonly", "yes"] if persist else ["--save", "", "--appendonly", "no"]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
+                    self.kill()
+                    raise RuntimeError(f"redis-server did not start on port {self.port}:\n{log}") from None
+                time.sleep(0.05)
+            finally:
+                client.close()
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5,
+                           socket_connect_timeout=5)
+
+    def stop(self, timeout: float = 10) -> None:
+        """SIGTERM (redis saves first when persisting), and wait for it to exit."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL: Redis gone at once, as when its machine dies."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+def redis_or_skip() -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A running, password-protected redis-server for the test module, stopped after it."""
+    redis_or_skip()
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -1,0 +1,269 @@
+"""``animebot worker`` as an operator runs it: a real redis-server with a password, the real worker
+process on the real models, and orders sent the way the bot sends them (``make_celery().send_task``).
+
+The wire format's own tests come first; they need neither Redis nor ../shared.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import redis
+from kombu import Exchange, Producer
+
+from bot.celery_app import (QUEUE, TASK_NAME, BadMessage, BadOrder, make_celery, order_from_message, order_to_message,
+                            read_workers, result_from_message, result_to_message)
+from bot.celery_worker import HEARTBEAT_EVERY_S
+from bot.worker_process import Drawer, WorkerSpec, WorkFailed, WorkOrder
+from inference.engine import DEFAULT_BACKEND
+from inference.imageio import ImageLimits
+from inference.pipeline import ConvertSettings, Converted
+from tests.redis_server import PASSWORD, RedisServer, redis_or_skip, redis_server
+from tests.worker_harness import RunningWorker, start_worker
+from weights.store import ModelStore
+
+THREADS = 2  # the worker's and the in-process reference drawer's, so both compute alike
+
+__all__ = ["redis_server"]  # a fixture: imported to be registered here
+
+
+def wire(message: dict[str, object]) -> object:
+    """``message`` as the other side reads it: through msgpack, as kombu packs it (tuples become lists)."""
+    return msgpack.unpackb(msgpack.packb(message, use_bin_type=True), raw=False)
+
+
+ORDER = WorkOrder("job-1", b"\xff\xd8 photo bytes", "hayao",
+                  ConvertSettings(max_side=480, fmt="png", faces=False, strength=70, keep_colours=True,
+                                  limits=ImageLimits(max_pixels=1000, min_side=8, max_aspect=3.5)))
+
+
+def test_an_order_comes_back_as_it_went() -> None:
+    assert order_from_message(wire(order_to_message(ORDER))) == ORDER
+
+
+def test_a_drawing_and_a_failure_come_back_as_they_went_tuples_and_all() -> None:
+    drawn = Converted(b"\x89PNG...", (900, 1200), (360, 480), "hayao", "openvino", {"model_s": 1.5, "encode_s": 0.01},
+                      [{"box": [1.0, 2.0, 30.5, 40.0], "score": 0.93}], 1)
+    back = result_from_message(wire(result_to_message(drawn)))
+    assert back == drawn and isinstance(back, Converted) and isinstance(back.input_size, tuple)
+    failed = WorkFailed("job-1", "not_installed", "model 'paprika' is not installed")
+    assert result_from_message(wire(result_to_message(failed))) == failed
+
+
+def _settings(**changes: object) -> dict[str, Any]:
+    message = order_to_message(ORDER)
+    return {**message, "settings": {**message["settings"], **changes}}
+
+
+@pytest.mark.parametrize(("message", "why"), [
+    (["not", "a", "map"], "must be a map, got list"),
+    ({**order_to_message(ORDER), "v": 2}, "format version 2, not 1"),
+    ({**order_to_message(ORDER), "v": True}, "format version True"),
+    ({k: v for k, v in order_to_message(ORDER).items() if k != "v"}, "format version None"),
+    ({k: v for k, v in order_to_message(ORDER).items() if k != "style"}, "no field(s) style"),
+    ({**order_to_message(ORDER), "callback": "os.system"}, "unknown field(s) callback"),
+    ({**order_to_message(ORDER), "data": "text, not bytes"}, "order.data must be bytes, got str"),
+    ({**order_to_message(ORDER), "data": b"x" * ((20 << 20) + 1)}, "is 20,971,521 bytes, over the 20,971,520"),
+    ({**order_to_message(ORDER), "job_id": 7}, "order.job_id must be str, got int"),
+    (_settings(max_side="720"), "order.settings.max_side must be int, got str"),
+    (_settings(faces=1), "order.settings.faces must be bool, got int"),
+    (_settings(max_side=True), "order.settings.max_side must be int, got bool"),
+    (_settings(sharpen=True), "order.settings has unknown field(s) sharpen"),
+    (_settings(limits={"max_pixels": 1, "min_side": 1}), "order.settings.limits has no field(s) max_aspect"),
+])
+def test_anything_but_exactly_an_order_is_refused_with_a_sentence(message: object, why: str) -> None:
+    with pytest.raises(BadOrder) as refused:
+        order_from_message(wire(message) if isinstance(message, dict) else message)
+    assert why in refused.value.message
+
+
+@pytest.mark.parametrize("message", [
+    {**result_to_message(WorkFailed("j", "c", "m")), "kind": "pickle"},
+    {**result_to_message(WorkFailed("j", "c", "m")), "code": None},
+    {**result_to_message(Converted(b"", (1, 1), (1, 1), "s", "b", {}, [])), "input_size": [1, 2, 3]},
+    {**result_to_message(Converted(b"", (1, 1), (1, 1), "s", "b", {}, [])), "timings": {"model_s": "slow"}},
+])
+def test_a_result_that_is_not_exactly_one_is_refused(message: dict[str, object]) -> None:
+    with pytest.raises(BadMessage):
+        result_from_message(wire(message))
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def worker(redis_server: RedisServer, real_store: ModelStore,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWorker]:
+    """One worker for the module, ready to draw. On the way out it must stop cleanly (SIGTERM, exit 0)
+    with the Redis password nowhere in its log."""
+    running = start_worker(tmp_path_factory.mktemp("worker"), real_store.home, redis_server.url(),
+                           ANIMEBOT_THREADS=str(THREADS))
+    try:
+        running.wait_for_log("animebot worker ready: pid")
+        running.wait_for_log("celery.apps.worker: animebot@")  # "... ready.": consuming
+        yield running
+    finally:
+        code = running.stop()
+    assert code == 0, running.log()
+    assert PASSWORD not in running.log()
+
+
+@pytest.fixture(scope="module")
+def app(redis_server: RedisServer) -> Any:
+    """The bot's side: its Celery app, which only sends."""
+    return make_celery(redis_server.url(), 120)
+
+
+def send(app: Any, *args: object) -> Any:
+    return app.send_task(TASK_NAME, args=list(args), task_id=str(uuid.uuid4()))
+
+
+def test_a_photo_comes_back_drawn_exactly_as_the_bot_s_own_workers_draw_it(
+        worker: RunningWorker, app: Any, real_store: ModelStore, shared_photo: Callable[[str], bytes]) -> None:
+    orders = [WorkOrder(f"job-{name}", shared_photo(name), "hayao", ConvertSettings())
+              for name in ("portrait_900x1200.jpg", "portrait_closeup.jpg")]  # the close-up has a face to redraw
+    sent = [send(app, order_to_message(order)) for order in orders]
+    drawer = Drawer(WorkerSpec(real_store.home, DEFAULT_BACKEND, THREADS, "hayao"))  # what bot/pool.py's workers run
+    drawer.load()
+    for order, task in zip(orders, sent):
+        here = drawer.draw(order)
+        there = result_from_message(task.get(timeout=120))
+        assert isinstance(here, Converted) and isinstance(there, Converted), there
+        assert there.data == here.data  # the same bytes, so the same pixels
+        assert (there.input_size, there.output_size, there.faces, there.style) == \
+            (here.input_size, here.output_size, here.faces, "hayao")
+        assert f"task {task.id} (job {order.job_id}): hayao drawn in" in worker.log()
+    assert len(there.faces) == 1
+
+
+def test_a_style_the_worker_lacks_fails_at_once_with_the_reason(worker: RunningWorker, app: Any,
+                                                                shared_photo: Callable[[str], bytes]) -> None:
+    photo = shared_photo("square_512.jpg")
+    started = time.monotonic()
+    for style, why in (("paprika", "model 'paprika' is not installed"),
+                       ("nosuch", "no style 'nosuch'; installed styles: hayao")):
+        task = send(app, order_to_message(WorkOrder("job-2", photo, style, ConvertSettings())))
+        reply = result_from_message(task.get(timeout=30))
+        assert isinstance(reply, WorkFailed) and why in reply.message, reply
+    assert time.monotonic() - started < 10
+
+
+class Opens:
+    """Unpickled, it creates ``path``: what a pickle planted on the broker would run on a worker that accepted it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return open, (str(self.path), "w")
+
+
+def small_order(shared_photo: Callable[[str], bytes]) -> dict[str, object]:
+    return order_to_message(WorkOrder("job-3", shared_photo("square_512.jpg"), "hayao", ConvertSettings(max_side=128)))
+
+
+def test_a_pickled_task_is_refused_unread_and_the_worker_serves_on(worker: RunningWorker, app: Any, tmp_path: Path,
+                                                                   shared_photo: Callable[[str], bytes]) -> None:
+    control = tmp_path / "control"
+    pickle.loads(pickle.dumps(Opens(control)))
+    assert control.exists()  # the payload is live: unpickling it does make its file
+    marker = tmp_path / "pwned"
+    task_id = str(uuid.uuid4())
+    # A well-formed Celery task message, its body pickled, published raw to the worker's queue.
+    headers, properties, body, _ = app.amqp.as_task_v2(task_id, TASK_NAME, args=[Opens(marker)])
+    with app.connection_for_write() as connection:
+        Producer(connection).publish(body, serializer="pickle", headers=headers, exchange=Exchange(QUEUE),
+                                     routing_key=QUEUE, **properties)
+    worker.wait_for_log("Refusing to deserialize untrusted content of type pickle", 30)
+    assert isinstance(result_from_message(send(app, small_order(shared_photo)).get(timeout=60)), Converted)
+    assert not marker.exists()
+    assert app.AsyncResult(task_id).state == "PENDING"  # discarded: no result, no drawing
+
+
+def test_a_message_that_is_not_exactly_an_order_is_refused_unread_and_the_worker_serves_on(
+        worker: RunningWorker, app: Any, shared_photo: Callable[[str], bytes]) -> None:
+    order = small_order(shared_photo)
+    for args in ([{"v": 1, "hello": "world"}], [{**order, "v": 0}], [order, order], []):
+        task = send(app, *args)
+        task.get(timeout=30, propagate=False)
+        assert task.state == "FAILURE"  # Celery stores the rejection, so a sender hears of it at once
+        lines = [line for line in worker.log().splitlines() if task.id in line]
+        assert any(f"task {task.id} refused: " in line for line in lines), worker.log()
+        assert not any("drawn in" in line for line in lines)
+    assert isinstance(result_from_message(send(app, order).get(timeout=60)), Converted)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for init to reap it does not)."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+def test_workers_are_listed_while_they_run_and_vanish_with_their_pool_when_killed(
+        redis_server: RedisServer, real_store: ModelStore, tmp_path: Path, shared_photo: Callable[[str], bytes]) -> None:
+    url = redis_server.url(db=1)  # a queue and heartbeats of its own: the module's worker is not seen here
+    running = start_worker(tmp_path / "home", real_store.home, url, ANIMEBOT_THREADS=str(THREADS))
+    client = redis.Redis.from_url(url)
+    try:
+        running.wait_for_log("animebot worker ready: pid")
+        wait_until(lambda: bool(read_workers(client)), 10, "heartbeat")
+        (info,) = read_workers(client)
+        assert info.name.startswith("animebot@") and info.name.endswith(f"-{running.process.pid}")
+        assert "hayao" in info.styles and info.engine.startswith(DEFAULT_BACKEND) and info.faces == "on"
+        assert info.task is None and abs(time.time() - info.seen) < 5
+        assert f"PPid:\t{running.process.pid}\n" in Path(f"/proc/{info.pid}/status").read_text()  # a pool process
+        task = send(make_celery(url, 120), order_to_message(WorkOrder("job-4", shared_photo("group_3_faces.jpg"),
+                                                                      "hayao", ConvertSettings())))
+        wait_until(lambda: [w.task for w in read_workers(client)] == [task.id], 60, "drawing in the heartbeat")
+        os.kill(info.pid, signal.SIGSTOP)  # the drawing is certainly unfinished when its worker dies
+
+        running.kill_main()  # the main process only, as the OOM killer would
+        killed = time.monotonic()
+        wait_until(lambda: not alive(info.pid), 5, "end of the pool process")
+        wait_until(lambda: not read_workers(client), 15, "end of the heartbeat")
+        assert time.monotonic() - killed < 15
+        # Not lost: kombu's Redis transport holds the unacknowledged order, and a worker hands it out again
+        # once the visibility timeout (job timeout + 60 s) is over.
+        assert task.id.encode() in b"".join(client.hvals("unacked"))
+        assert PASSWORD not in running.log()
+    finally:
+        running.kill9()
+        client.close()
+
+
+def test_a_worker_started_while_redis_is_down_waits_for_it_and_never_logs_the_password(
+        real_store: ModelStore, tmp_path: Path) -> None:
+    redis_or_skip()
+    server = RedisServer(tmp_path / "redis")  # not started: nothing listens on its port yet
+    running = start_worker(tmp_path / "home", real_store.home, server.url(), ready=False)
+    try:
+        running.wait_for_log("Cannot connect to redis://")
+        running.wait_for_log("heartbeat: cannot reach Redis")
+        time.sleep(HEARTBEAT_EVERY_S * 2)  # beats that fail again must not be logged again
+        server.start()
+        running.wait_for_log("heartbeat: Redis is back", 30)
+        running.wait_for_log("celery.apps.worker: animebot@", 60)  # "... ready.": connected, consuming
+        client = server.client()
+        wait_until(lambda: bool(read_workers(client)), 10, "heartbeat")
+        client.close()
+        assert running.stop() == 0
+        log = running.log()
+        assert PASSWORD not in log and "redis://:**@127.0.0.1" in log  # Celery's own lines mask it too
+        assert log.count("heartbeat: cannot reach Redis") == 1, log  # once an outage, not every beat
+    finally:
+        running.kill9()
+        server.kill()
