@@ -50,7 +50,7 @@ def measure(layout: str, home: Path, photos: list[bytes]) -> dict[str, Any]:
     workers, threads = (int(x) for x in layout.split("x"))
     with FakeTelegram() as fake, tempfile.TemporaryDirectory() as tmp:
         bot: RunningBot = start_bot(fake, Path(tmp) / "bot", home, ANIMEBOT_WORKERS=str(workers),
-                                    ANIMEBOT_THREADS=str(threads), ANIMEBOT_PER_USER_JOBS="5",
+                                    ANIMEBOT_THREADS=str(threads), ANIMEBOT_PER_USER_LIMIT="20",
                                     ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_QUEUE_SIZE="32")
         try:
             chat, user = private_chat(1)

@@ -1,6 +1,7 @@
 """Load test: many users sending photos in bursts to the real bot, through the fake Bot API.
 
     python -m bench.load --home DIR [--users 60] [--photos 300] [--bursts 6] [--gap 5] [--deadline 900]
+                         [--broker redis://:PASSWORD@HOST:PORT/0 --workers N]
 
 ``DIR`` is a data dir with ``hayao`` installed (and ``det_500m`` for the face
 pass). The bot runs with its defaults unless ``--env NAME=VALUE`` says
@@ -18,7 +19,13 @@ It reports, in one run:
   taken (bot/replies.py), so each such edit is the answer to one more photo;
 * p50 and p95 latency, push to answer, for results and for all answers, also
   as multiples of one photo's latency on the idle bot, measured first;
+* each user's p50 and p95 wait for a result, the best user's and the worst's
+  (the fair queue should keep them close);
 * peak RSS of the bot process and of each worker.
+
+With ``--broker``, the bot draws through Celery: ``--workers`` real
+``animebot worker`` processes are started on that Redis (with the bot's
+``ANIMEBOT_THREADS``), and the bot gets ``ANIMEBOT_BROKER_URL``.
 
 The whole run is bounded by ``--deadline``; photos unanswered by then are
 reported as such (and the run exits 1).
@@ -38,11 +45,13 @@ from PIL import Image, ImageOps
 
 from bench.memory import peak_rss_mb
 from tests.bot_harness import private_chat, start_bot
+from tests.worker_harness import RunningWorker, start_worker
 from tests.fake_telegram import Call, FakeTelegram
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
 STATUS = ("In queue", "Drawing")
-KINDS = (("busy", "busy"), ("per_user_cap", "already sent are done"), ("rate_limited", "a minute"),
+KINDS = (("partial", "I took"), ("busy", "busy"), ("per_user_limit", "the most I keep for one person"),
+         ("rate_limited", "a minute"),
          ("quota", "today's limit"))
 
 
@@ -95,19 +104,26 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, deadline_s: float,
-             env: dict[str, str]) -> dict[str, Any]:
+             env: dict[str, str], broker: str | None = None, workers: int = 0, probes: int = 1) -> dict[str, Any]:
     """Run the whole load test; returns the report (see the module docstring)."""
     pool = photo_set()
     with FakeTelegram() as fake, tempfile.TemporaryDirectory() as tmp:
+        remote: list[RunningWorker] = []
+        if broker:
+            threads = {k: v for k, v in env.items() if k == "ANIMEBOT_THREADS"}
+            remote = [start_worker(Path(tmp) / f"worker-{i}", home, broker, **threads) for i in range(workers)]
+            env = {**env, "ANIMEBOT_BROKER_URL": broker}
         bot = start_bot(fake, Path(tmp) / "bot", home, **env)
         errors_log = Path(tmp) / "bot" / "bot.log"
         try:
             chat, user = private_chat(1)
-            for data in pool[-2:]:  # the first warms the worker up; the second is the reference
+            idle = []
+            for data in pool[-1 - probes:]:  # the first warms the worker up; the others are the reference
                 t0 = time.monotonic()
                 probe = fake.photo_message(chat, user, data)
                 fake.wait_for(lambda: answers(fake, probe), 300)
-                idle_latency = time.monotonic() - t0
+                idle.append(time.monotonic() - t0)
+            idle_latency = percentile(idle[1:], 0.5)
 
             per_user = max(1, photos // users)
             groups = [list(range(g, users, bursts)) for g in range(bursts)]
@@ -132,14 +148,18 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
                 pass
             time.sleep(2)  # let a duplicate answer show, if there were one
             total_s = time.monotonic() - started
-            rss = {"bot": peak_rss_mb(bot.process.pid),
-                   "workers": [peak_rss_mb(pid) for pid in bot.worker_pids().values()]}
+            drawing = [pid for w in remote for pid in w.drawing_pids()] or list(bot.worker_pids().values())
+            rss = {"bot": peak_rss_mb(bot.process.pid), "workers": [peak_rss_mb(pid) for pid in drawing],
+                   "worker_mains": [peak_rss_mb(w.process.pid) for w in remote]}
         finally:
             bot.stop()
+            for w in remote:
+                w.stop()
             problems = [line for line in errors_log.read_text().splitlines() if " ERROR " in line]
 
     counts: dict[str, int] = {}
     result_lat, all_lat = [], []
+    by_user: dict[int, list[float]] = {}
     unanswered = duplicated = 0
     for (message, pushed), got in zip(sent, all_answers(fake, [m for m, _ in sent])):
         if not got:
@@ -152,6 +172,9 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
         all_lat.append(latency)
         if k == "result":
             result_lat.append(latency)
+            by_user.setdefault(message["chat"]["id"], []).append(latency)
+    user_p50 = sorted(percentile(v, 0.5) for v in by_user.values())
+    user_p95 = sorted(percentile(v, 0.95) for v in by_user.values())
     return {
         "photos": len(sent), "users": users, "answered": len(sent) - unanswered, "unanswered": unanswered,
         "answered_twice": duplicated, "kinds": counts, "seconds": total_s,
@@ -159,7 +182,12 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
         "result_p50_s": percentile(result_lat, 0.5), "result_p95_s": percentile(result_lat, 0.95),
         "all_p50_s": percentile(all_lat, 0.5), "all_p95_s": percentile(all_lat, 0.95),
         "results_per_min": len(result_lat) / total_s * 60,
+        "user_p50_best_s": user_p50[0] if user_p50 else float("nan"),
+        "user_p50_worst_s": user_p50[-1] if user_p50 else float("nan"),
+        "user_p95_best_s": user_p95[0] if user_p95 else float("nan"),
+        "user_p95_worst_s": user_p95[-1] if user_p95 else float("nan"),
         "peak_rss_bot_mb": rss["bot"], "peak_rss_workers_mb": rss["workers"],
+        "peak_rss_worker_mains_mb": rss["worker_mains"],
         "error_lines": problems[:5],
     }
 
@@ -173,9 +201,12 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=5.0, help="seconds between bursts")
     ap.add_argument("--deadline", type=float, default=900.0, help="seconds the whole run may take")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="bot setting, repeatable")
+    ap.add_argument("--broker", help="draw through Celery on this Redis URL (starts --workers workers)")
+    ap.add_argument("--workers", type=int, default=1, help="animebot worker processes to start with --broker")
     args = ap.parse_args()
     env = dict(item.split("=", 1) for item in args.env)
-    r = run_load(args.home.resolve(), args.users, args.photos, args.bursts, args.gap, args.deadline, env)
+    r = run_load(args.home.resolve(), args.users, args.photos, args.bursts, args.gap, args.deadline, env,
+                 args.broker, args.workers)
     idle = r["idle_latency_s"]
     print(f"{r['photos']} photos from {r['users']} users in {args.bursts} bursts, {r['seconds']:.0f} s")
     print(f"answered {r['answered']}, unanswered {r['unanswered']}, answered twice {r['answered_twice']}")
@@ -186,6 +217,10 @@ def main() -> None:
     for name in ("result", "all"):
         p50, p95 = r[f"{name}_p50_s"], r[f"{name}_p95_s"]
         print(f"| {name} answers | {p50:.2f} | {p95:.2f} | {p50 / idle:.2f} | {p95 / idle:.2f} |")
+    print(f"| each user's p50 wait, best and worst | {r['user_p50_best_s']:.2f} | {r['user_p50_worst_s']:.2f} | "
+          f"worst / best {r['user_p50_worst_s'] / r['user_p50_best_s']:.2f} | |")
+    print(f"| each user's p95 wait, best and worst | {r['user_p95_best_s']:.2f} | {r['user_p95_worst_s']:.2f} | "
+          f"worst / best {r['user_p95_worst_s'] / r['user_p95_best_s']:.2f} | |")
     workers = ", ".join(f"{m:.0f}" for m in r["peak_rss_workers_mb"])
     print(f"results/min {r['results_per_min']:.1f}; peak RSS bot {r['peak_rss_bot_mb']:.0f} MB, workers {workers} MB")
     print(json.dumps(r))

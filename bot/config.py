@@ -39,8 +39,13 @@ class Config:
     # cores this process may use.
     workers: int = 1
     threads_per_worker: int = 2
-    queue_size: int = 16
-    per_user_jobs: int = 3
+    # Photos that may wait for a worker, all users together; the journal holds
+    # them, and each waiting photo's bytes are in memory (a few hundred kB).
+    queue_size: int = 100
+    # Photos one user may have waiting or being drawn; past it, the rest of a
+    # burst is refused with one sentence. The fair queue (bot/fairqueue.py),
+    # not this limit, keeps one user from starving the others.
+    per_user_limit: int = 20
     job_timeout_s: float = 120.0
     max_side: int = DEFAULT_MAX_SIDE
     default_style: str | None = None
@@ -104,7 +109,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         workers=workers,
         threads_per_worker=_int(env, "ANIMEBOT_THREADS", max(1, _cores() // workers), 1, 256),
         queue_size=_int(env, "ANIMEBOT_QUEUE_SIZE", Config.queue_size, 1, 10_000),
-        per_user_jobs=_int(env, "ANIMEBOT_PER_USER_JOBS", Config.per_user_jobs, 1, 1000),
+        per_user_limit=_int(env, "ANIMEBOT_PER_USER_LIMIT", Config.per_user_limit, 1, 10_000),
         job_timeout_s=float(_int(env, "ANIMEBOT_JOB_TIMEOUT", int(Config.job_timeout_s), 1, 3600)),
         max_side=_int(env, "ANIMEBOT_MAX_SIDE", Config.max_side, 64, 4096),
         default_style=env.get("ANIMEBOT_STYLE") or None,

@@ -59,8 +59,12 @@ async def stats_command(update: Update, context: Context) -> None:
     counters = await st.cache.stats()
     hits, converted = counters.get("cache_hits", 0), counters.get("converted", 0)
     problems = ", ".join(f"{code} {n}" for code, n in day.top_outcomes) or t(lang, "none")
+    by_user = ", ".join(f"{uid} {n}" for uid, n in pool.queue.by_user().most_common(10)) or t(lang, "none")
+    workers = "; ".join(f"{w.name} [{','.join(w.styles)}; {w.engine}{'; drawing' if w.busy else ''}]"
+                        for w in pool.workers()) or t(lang, "none")
     await update.effective_message.reply_text(t(
-        lang, "stats", waiting=pool.waiting, running=pool.running, workers=pool.size, done_hour=hour.photos_done,
+        lang, "stats", waiting=pool.waiting, running=pool.running, health=pool.healthy()[1], by_user=by_user,
+        workers=workers, done_hour=hour.photos_done,
         per_min=ten_min.photos_done / 10, jobs_day=sum(day.by_state.values()), done_day=day.photos_done,
         failed_day=day.by_state.get("failed", 0), refused_day=day.by_state.get("refused", 0), hits=hits,
         lookups=hits + converted, hit_rate=100 * hits / max(1, hits + converted), problems=problems,

@@ -34,12 +34,16 @@ TEXTS: dict[str, dict[str, str]] = {
         "style_set": "Style set to {style}. Send a photo!",
         "lang_prompt": "Choose a language:",
         "lang_set": "Language set to English.",
-        "queued": "In queue, #{position}…",
+        "queued": "In queue: {ahead} photos before yours…",
+        "queued_one": "In queue: 1 photo before yours…",
+        "queued_next": "In queue: yours is next…",
+        "queued_far": "In queue: more than 10 photos before yours…",
         "drawing": "Drawing…",
         "album_queued": "Album of {count} photos: in queue…",
         "album_drawing": "Album of {count} photos: drawing…",
         "busy": "I'm busy right now. Please try again in a minute.",
-        "per_user_cap": "Please wait until the photos you already sent are done (up to {count} at a time).",
+        "per_user_limit": "You already have {count} photos waiting, the most I keep for one person. "
+                          "Send this one again once some of them are back.",
         "file_too_big": "That file is {size_mb:.0f} MB; I can only fetch files up to 20 MB. Please send a smaller one.",
         "not_an_image_file": "That file isn't an image. Send a photo, or a JPEG, PNG or WebP file.",
         "worker_lost": "Sorry, something went wrong while drawing this one. Please send it again.",
@@ -77,7 +81,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "not_allowed": "Sorry, this is a private bot. Ask its owner for access.",
         "admins_only": "That command is only for this bot's admins.",
         "stats": (
-            "Queue: {waiting} waiting, {running} drawing, {workers} worker(s)\n"
+            "Queue: {waiting} waiting, {running} drawing; workers: {health}\n"
+            "Waiting by user: {by_user}\n"
+            "Workers: {workers}\n"
             "Last hour: {done_hour} photos drawn ({per_min:.1f}/min over the last 10 min)\n"
             "Last 24 h: {jobs_day} requests, {done_day} photos drawn, {failed_day} failed, {refused_day} refused\n"
             "Cache: {hits} of {lookups} answered from cache ({hit_rate:.0f}%)\n"
@@ -88,6 +94,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "not_taken": "Photos not taken so far: {count}. Send them again once these are back.",
         "quota_partial": "{left_out} of your photos were left out: they are over today's limit of {count}. "
                          "It resets at midnight UTC.",
+        "limit_partial": "I took {taken} of these {count} photos; the other {left_out} would pass the {limit} "
+                         "I keep waiting for one person, so send them again once these are back.",
+        "busy_partial": "I took {taken} of these {count} photos; the other {left_out} did not fit in my queue, "
+                        "which is full right now, so send them again in a minute.",
         "album_buttons": "Full-size files, by photo:",
         "already_coming": "Already on its way…",
         "not_your_menu": "This menu belongs to someone else. Send {command} for your own.",
@@ -117,12 +127,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "style_set": "画风已设为 {style}。发一张照片吧！",
         "lang_prompt": "选择语言：",
         "lang_set": "语言已设为简体中文。",
-        "queued": "排队中，第 {position} 位…",
+        "queued": "排队中：前面还有 {ahead} 张…",
+        "queued_one": "排队中：前面还有 1 张…",
+        "queued_next": "排队中：下一张就是你的…",
+        "queued_far": "排队中：前面还有 10 张以上…",
         "drawing": "正在绘制…",
         "album_queued": "相册共 {count} 张：排队中…",
         "album_drawing": "相册共 {count} 张：正在绘制…",
         "busy": "我现在很忙，请一分钟后再试。",
-        "per_user_cap": "请等你已发送的照片处理完（每次最多 {count} 张）。",
+        "per_user_limit": "你已有 {count} 张照片在等待，这是每人的上限。等其中一些完成后再发送这张。",
         "file_too_big": "这个文件有 {size_mb:.0f} MB，我只能获取 20 MB 以内的文件，请发送小一点的。",
         "not_an_image_file": "这个文件不是图片。请发送照片，或 JPEG、PNG、WebP 文件。",
         "worker_lost": "抱歉，绘制这张时出了问题，请重新发送。",
@@ -159,7 +172,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "not_allowed": "抱歉，这是一个私人机器人。请向它的主人申请使用权限。",
         "admins_only": "这个命令只供本机器人的管理员使用。",
         "stats": (
-            "队列：{waiting} 张等待，{running} 张绘制中，{workers} 个工作进程\n"
+            "队列：{waiting} 张等待，{running} 张绘制中；工作进程：{health}\n"
+            "按用户等待：{by_user}\n"
+            "工作进程：{workers}\n"
             "最近一小时：绘制 {done_hour} 张（最近 10 分钟每分钟 {per_min:.1f} 张）\n"
             "最近 24 小时：{jobs_day} 个请求，绘制 {done_day} 张，失败 {failed_day}，拒绝 {refused_day}\n"
             "缓存：{lookups} 次中 {hits} 次来自缓存（{hit_rate:.0f}%）\n"
@@ -169,6 +184,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "first_frame": "🎞 这是一个动图：我画了它的第一帧。",
         "not_taken": "目前未接收的照片：{count} 张。等这些完成后请重新发送。",
         "quota_partial": "有 {left_out} 张照片超出了今天 {count} 张的上限，未被处理。UTC 午夜重置。",
+        "limit_partial": "这 {count} 张中我收下了 {taken} 张；其余 {left_out} 张会超过每人 {limit} 张的等待上限，"
+                         "请等这些完成后再发送。",
+        "busy_partial": "这 {count} 张中我收下了 {taken} 张；其余 {left_out} 张排不进已满的队列，请一分钟后再发送。",
         "album_buttons": "各张照片的原尺寸文件：",
         "already_coming": "正在处理中…",
         "not_your_menu": "这个菜单是别人的。发送 {command} 获取你自己的。",

@@ -24,12 +24,14 @@ from telegram.error import BadRequest, Forbidden, NetworkError, TelegramError
 
 from bot.access import Access, Limits, Refusal
 from bot.i18n import t
-from bot.pool import PoolBusy, Reservation, Task, WorkerPool
+from bot.fairqueue import Task
+from bot.pool import Pool, PoolBusy, Reservation
 from bot.replies import Drawn, Replies
 from bot.requests import Failed, Request, Source, StoredRequestError, request_from_json, request_to_json
 from bot.retry import retrying
 from bot.status import Status
 from bot.styles import Styles
+from bot.worker_process import WorkOrder
 from inference.errors import AnimebotError
 from storage.cache import Cache, CachedResult, result_key
 from storage.journal import Journal
@@ -60,8 +62,8 @@ class JobRunner:
     a crash or a stop run again from :meth:`recover`.
     """
 
-    def __init__(self, bot: Bot, pool: WorkerPool, cache: Cache, journal: Journal, styles: Styles,
-                 replies: Replies, per_user_jobs: int, limits: Limits | None = None,
+    def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles,
+                 replies: Replies, per_user_limit: int, limits: Limits | None = None,
                  fast_styles: dict[str, str] | None = None, fast_queue: int = 4) -> None:
         self.bot = bot
         self.pool = pool
@@ -69,12 +71,13 @@ class JobRunner:
         self.journal = journal
         self.styles = styles
         self.replies = replies
-        self.per_user_jobs = per_user_jobs
+        self.per_user_limit = per_user_limit
         self.limits = limits
         self.access = limits.access if limits is not None else Access()
         self.fast_styles = fast_styles or {}
         self.fast_queue = fast_queue
         self._in_flight: Counter[int] = Counter()
+        self._turns: dict[int, tuple[asyncio.Lock, int]] = {}  # user -> their intake lock, and its users
         self._jobs: dict[str, _Job] = {}
         self._recovered: set[asyncio.Task[None]] = set()
         self._drawing: dict[str, asyncio.Future[CachedResult]] = {}  # result key -> its drawing, shared
@@ -86,53 +89,100 @@ class JobRunner:
         """Take on and answer a new request; never raises for anything a user or Telegram can cause."""
         if self._stopping:  # its update stays unhandled, and is replayed at the next start
             raise asyncio.CancelledError
+        with contextlib.ExitStack() as held:
+            async with self._turn(req.user_id):
+                taken = await self._take_on(req, held)
+            if isinstance(taken, Refusal):
+                await self.replies.refuse(req, taken)
+            elif taken is not None:
+                req, reservation = taken
+                if req.query_id is not None:  # stop the button's spinner now, not after the drawing
+                    with contextlib.suppress(TelegramError):
+                        await self.bot.answer_callback_query(req.query_id)
+                await self._answer(req, recovered=False, reservation=reservation)
+
+    async def _take_on(self, req: Request, held: contextlib.ExitStack
+                       ) -> tuple[Request, Reservation] | Refusal | None:
+        """Check the limits and write the job: the request as taken on (with its queue places, held by
+        ``held``), a refusal, or None if the job already exists (its update came again).
+
+        Runs one request of a user at a time (:meth:`_turn`): the quota and the waiting limit count
+        the user's earlier jobs, so those must be written before the next is weighed."""
+        if await self.journal.job_state(req.job_id) is not None:
+            log.info("job %s: already taken on; its update came again", req.job_id)
+            return None
         n = len(req.sources)
         parts = [s.message_id for s in req.sources if s.message_id is not None]
         album = (req.album, parts) if req.album else None  # all of them, even those the quota leaves out
-        need = await self._to_draw(req)  # a press of a cached result's button draws nothing
-        in_flight = self._in_flight[req.user_id]  # from here to _counted(), no await: other requests race us
-        over_cap = bool(need) and not self.access.is_admin(req.user_id) and bool(in_flight) and \
-            in_flight + need > self.per_user_jobs
-        with self._counted(req.user_id, 0 if over_cap else need):
-            if await self.journal.job_state(req.job_id) is not None:
-                log.info("job %s: already taken on; its update came again", req.job_id)
-                return
-            refusal = Refusal("per_user_cap", {"count": self.per_user_jobs}) if over_cap else None
-            if refusal is None and self.limits is not None:
-                allowed, refusal = await self.limits.allowance(req.user_id, n)
-                if 0 < allowed < n:  # an album over what is left of today's quota: draw what fits
-                    req, refusal = replace(req, sources=req.sources[:allowed], left_out=n - allowed), None
-                    need = await self._to_draw(req)
-            reservation = None
-            if refusal is None:
-                reservation = self.pool.reserve(need)
-                if reservation is None:
-                    refusal = Refusal("busy", {})
-            if refusal is not None:
-                await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req),
-                                              state="refused", outcome=refusal.code, album=album)
-                log.info("job %s: refused (%s) for user %s", req.job_id, refusal.code, req.user_id)
-                await self.replies.refuse(req, refusal)
-                return
-            assert reservation is not None
-            with reservation:
-                if await self.journal.create_job(req.job_id, req.chat_id, req.user_id, len(req.sources),
-                                                 request_to_json(req), album=album):
-                    if req.query_id is not None:  # stop the button's spinner now, not after the drawing
-                        with contextlib.suppress(TelegramError):
-                            await self.bot.answer_callback_query(req.query_id)
-                    await self._answer(req, recovered=False, reservation=reservation)
+        refusal = None
+        if self.limits is not None:
+            allowed, refusal = await self.limits.allowance(req.user_id, n)
+            if 0 < allowed < n:  # an album over what is left of today's quota: draw what fits
+                req, refusal = replace(req, sources=req.sources[:allowed], left_out=n - allowed), None
+        needs = await self._needs(req)  # a press of a cached result's button draws nothing
+        # From here to reserve() and _counted(), no await: other users' requests race for the same room.
+        reservation = None
+        if refusal is None:
+            req, refusal = self._fit(req, needs)
+            reservation = self.pool.reserve(sum(needs[:len(req.sources)])) if refusal is None else None
+        if refusal is not None or reservation is None:
+            refusal = refusal or Refusal("busy", {})
+            await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req),
+                                          state="refused", outcome=refusal.code, album=album)
+            log.info("job %s: refused (%s) for user %s", req.job_id, refusal.code, req.user_id)
+            return refusal
+        held.enter_context(reservation)
+        held.enter_context(self._counted(req.user_id, reservation.places))
+        if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, len(req.sources),
+                                             request_to_json(req), album=album):
+            return None
+        return req, reservation
 
-    async def _to_draw(self, req: Request) -> int:
-        """How many of the request's photos are neither cached nor being drawn: the queue places it needs."""
+    @contextlib.asynccontextmanager
+    async def _turn(self, user_id: int) -> AsyncIterator[None]:
+        """One request of ``user_id`` at a time through the limits (the lock is dropped once unused)."""
+        lock, users = self._turns.get(user_id, (asyncio.Lock(), 0))
+        self._turns[user_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._turns[user_id]
+            if users == 1:
+                del self._turns[user_id]
+            else:
+                self._turns[user_id] = (lock, users - 1)
+
+    def _fit(self, req: Request, needs: list[bool]) -> tuple[Request, Refusal | None]:
+        """The part of the request that fits the user's waiting limit and the queue: all of it, the
+        first photos of an album (the rest counted in ``left_out``), or none (a refusal)."""
+        need = sum(needs)
+        if not need:
+            return req, None
+        user_room = need if self.access.is_admin(req.user_id) else self.per_user_limit - self._in_flight[req.user_id]
+        room = min(user_room, self.pool.free_slots())
+        if need <= room:
+            return req, None
+        why = "limit" if user_room <= room else "busy"
+        if room <= 0:
+            return req, (Refusal("per_user_limit", {"count": self.per_user_limit}) if why == "limit"
+                         else Refusal("busy", {}))
+        keep, taken = 0, 0
+        while keep < len(needs) and (taken < room or not needs[keep]):
+            taken += needs[keep]
+            keep += 1
+        left_out = req.left_out + len(req.sources) - keep
+        return replace(req, sources=req.sources[:keep], left_out=left_out, left_out_why=why), None
+
+    async def _needs(self, req: Request) -> list[bool]:
+        """For each photo of the request, whether it must be drawn (neither cached nor being drawn)."""
         version = self.styles.version(req.style, req.settings)
-        count = 0
+        needs = []
         for src in req.sources:
             sha = await self._known_sha(src)
             key = result_key(sha, req.style, version) if sha else None
-            if key is None or (key not in self._drawing and not await self.cache.has(key)):
-                count += 1
-        return count
+            needs.append(key is None or (key not in self._drawing and not await self.cache.has(key)))
+        return needs
 
     async def _known_sha(self, src: Source) -> str | None:
         """The photo's content hash without downloading it: given (a redraw), or from a file Telegram
@@ -260,8 +310,7 @@ class JobRunner:
                 await self.replies.say(req, t(req.lang, "album_partial", failed=len(failed), count=len(req.sources),
                                               reason=failed[0].text(req.lang)))
             if req.left_out:
-                await self.replies.say(req, t(req.lang, "quota_partial", left_out=req.left_out,
-                                              count=self.limits.per_day if self.limits else 0))
+                await self.replies.say(req, self._left_out_text(req))
             codes = ",".join(sorted({f.code for f in failed}))
             drawn = sum(1 for d in done if not d.from_cache)
             await asyncio.shield(self.journal.finish_job(req.job_id, "done" if done else "failed", codes or None,
@@ -270,9 +319,18 @@ class JobRunner:
         return f"{len(done)} sent ({len(done) - drawn} from cache), {len(failed)} failed" + \
             (f" ({codes})" if codes else "")
 
+    def _left_out_text(self, req: Request) -> str:
+        taken, count = len(req.sources), len(req.sources) + req.left_out
+        if req.left_out_why == "limit":
+            return t(req.lang, "limit_partial", taken=taken, count=count, left_out=req.left_out,
+                     limit=self.per_user_limit)
+        if req.left_out_why == "busy":
+            return t(req.lang, "busy_partial", taken=taken, count=count, left_out=req.left_out)
+        return t(req.lang, "quota_partial", left_out=req.left_out, count=self.limits.per_day if self.limits else 0)
+
     @contextlib.asynccontextmanager
     async def _status(self, req: Request) -> AsyncIterator[Status]:
-        status = Status(self.bot, req, self.journal)
+        status = Status(self.bot, req, self.journal, self.pool)
         try:
             yield status
         finally:
@@ -327,11 +385,12 @@ class JobRunner:
     async def _draw(self, req: Request, key: str, sha: str, data: bytes, status: Status,
                     reservation: Reservation | None) -> tuple[CachedResult, bool]:
         """Queue the photo on a worker, wait for it, and store the result; also whether it was animated."""
+        order = WorkOrder(req.job_id, data, req.style, req.settings)
         try:
-            if reservation is None:
-                task = await self.pool.submit_when_room(req.job_id, data, req.style, req.settings)
+            if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
+                task = self.pool.requeue(order, req.user_id, key)
             else:
-                task = reservation.submit(req.job_id, data, req.style, req.settings)
+                task = reservation.submit(order, req.user_id, key)
         except PoolBusy:
             raise Failed("busy") from None
         self._jobs[req.job_id].pool_tasks.append(task)
@@ -350,6 +409,7 @@ class JobRunner:
         await self.cache.bump("converted")
         await self.cache.count_photo(req.user_id)
         passes = sum(1 for f in converted.faces if f["pass"])
+        self.pool.settle(task, passes)
         log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, model %.2f s, %d face pass(es) %.2f s", req.job_id,
                  req.style, *converted.input_size, w, h, task.waited_s, converted.timings["model_s"], passes,
                  converted.timings.get("faces_s", 0.0))

@@ -1,37 +1,26 @@
-"""A bounded pool of inference worker processes, driven from asyncio.
+"""What the request flow needs from the workers, whichever machines they run on.
 
-The event loop never runs a model: it puts a :class:`Task` on a bounded
-queue, and one dispatcher coroutine per worker hands tasks to its process
-over a pipe. The blocking pipe calls run on a small thread pool of their
-own (one thread per worker), so a 20 MB photo never stalls the loop.
-
-A worker that dies, or takes longer than the timeout, is killed and
-replaced; its task fails with :class:`WorkerLost` so the user can be told.
-Room in the queue can be reserved before a photo is downloaded
-(:meth:`WorkerPool.reserve`), so a burst of users is told "busy" before the
-bot fetches megabytes it has no room to draw. (Over 300 lines because
-the reservations change the same counts the dispatchers keep.)
+:class:`Pool` owns the waiting photos (a :class:`~bot.fairqueue.FairQueue`),
+the bound on how many may wait, and the places reserved for photos still
+being downloaded. Subclasses only move tasks from that queue to workers as
+they have room: :class:`bot.local_pool.LocalPool` to the bot's own
+processes (the default), :class:`bot.celery_pool.CeleryPool` to
+``animebot worker`` processes through Celery. Because the queue stays here,
+in the bot, the order of service is fair across every worker, and nothing
+but the photos being drawn sits in a broker.
 """
 from __future__ import annotations
 
+import abc
 import asyncio
-import logging
-import multiprocessing as mp
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
+from dataclasses import dataclass
 
-from bot.worker_process import WorkerSpec, WorkFailed, WorkOrder, serve
+from bot.fairqueue import FairQueue, Task
+from bot.worker_process import WorkOrder
 from inference.errors import AnimebotError
-from inference.pipeline import ConvertSettings, Converted
+from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 
-log = logging.getLogger("animebot.pool")
-
-START_TIMEOUT_S = 600.0  # the first start may export TorchScript
-STOP_TIMEOUT_S = 10.0
-RESPAWN_DELAY_S = 5.0
+FACE_COST = 0.5  # a face pass costs about half a photo (README, "Speed")
 
 
 class PoolBusy(AnimebotError):
@@ -44,233 +33,118 @@ class WorkerLost(AnimebotError):
     code = "worker_lost"
 
 
-@dataclass
-class Task:
-    """One queued conversion. ``started`` is set when a worker takes it."""
+@dataclass(frozen=True)
+class WorkerView:
+    """One worker as /stats shows it."""
 
-    job_id: str
-    data: bytes
-    style: str
-    settings: ConvertSettings
-    position: int
-    started: asyncio.Event = field(default_factory=asyncio.Event)
-    result: asyncio.Future[Converted] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    queued_at: float = field(default_factory=time.monotonic)
-    waited_s: float = 0.0
+    name: str
+    styles: tuple[str, ...]
+    engine: str
+    busy: bool
 
 
-@dataclass
-class _Worker:
-    process: BaseProcess
-    conn: Connection
+def photo_cost(settings: ConvertSettings) -> float:
+    """A photo's cost before it is drawn: proportional to the pixels drawn (faces are charged after)."""
+    return max(0.25, (settings.max_side / DEFAULT_MAX_SIDE) ** 2)
 
 
-class WorkerPool:
-    """``await pool.start()``, then ``pool.submit(...)`` and ``await task.result``."""
+class Pool(abc.ABC):
+    """Waiting photos in a fair queue, drawn by some workers. ``await start()`` first."""
 
-    def __init__(self, spec: WorkerSpec, size: int, queue_size: int, timeout_s: float) -> None:
-        self.spec = spec
-        self.size = size
+    def __init__(self, queue_size: int, timeout_s: float) -> None:
         self.queue_size = queue_size
         self.timeout_s = timeout_s
-        self._ctx = mp.get_context("spawn")
-        self._queue: asyncio.Queue[Task] = asyncio.Queue()
-        self._workers: list[_Worker | None] = [None] * size
-        self._busy = 0
+        self.queue = FairQueue()
         self._reserved = 0  # queue places promised to requests still downloading
-        self._dispatchers: list[asyncio.Task[None]] = []
-        self._paused = asyncio.Event()  # set: dispatchers take no new tasks (shutting down)
-        self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="pool-pipe")
+        self._paused = asyncio.Event()  # set: no new task goes to a worker (shutting down)
 
-    # --- public ---------------------------------------------------------------
+    # --- what subclasses provide ---------------------------------------------------------
 
+    @abc.abstractmethod
     async def start(self) -> None:
-        """Start every worker and wait until each has loaded its model."""
-        self._workers = list(await asyncio.gather(*(self._spawn(i) for i in range(self.size))))
-        self._dispatchers = [asyncio.create_task(self._dispatch(i), name=f"dispatch-{i}") for i in range(self.size)]
+        """Start (or find) the workers; return once the pool can draw."""
 
-    def free_slots(self) -> int:
-        """How many more tasks the queue accepts now (places reserved but not yet used count as taken)."""
-        return max(0, self.queue_size - self._queue.qsize() - self._reserved)
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop taking tasks, drop what waits (its jobs stay in the journal), let go of the workers."""
+
+    @property
+    @abc.abstractmethod
+    def size(self) -> int:
+        """How many photos the workers can draw at once (0 while none is reachable)."""
+
+    @property
+    @abc.abstractmethod
+    def running(self) -> int:
+        """Photos on a worker now."""
+
+    @abc.abstractmethod
+    def healthy(self) -> tuple[bool, str]:
+        """Whether photos are being drawn, and a few words on the workers for /healthz and /stats."""
+
+    @abc.abstractmethod
+    def workers(self) -> list[WorkerView]:
+        """The workers drawing for this bot."""
+
+    # --- the queue, shared by every kind of pool --------------------------------------------
 
     @property
     def waiting(self) -> int:
-        return self._queue.qsize()
+        return self.queue.waiting
 
-    @property
-    def running(self) -> int:
-        return self._busy
+    def free_slots(self) -> int:
+        """How many more photos may wait now (places reserved but not yet used count as taken)."""
+        return max(0, self.queue_size - self.queue.waiting - self._reserved)
 
-    def alive(self) -> int:
-        """How many worker processes are up (a slot being refilled is not)."""
-        return sum(1 for w in self._workers if w is not None and w.process.is_alive())
-
-    def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers if w is not None and w.process.pid is not None]
-
-    def reserve(self, places: int) -> "Reservation | None":
+    def reserve(self, places: int) -> Reservation | None:
         """Hold ``places`` in the queue for photos still to be downloaded; None if there is no room."""
         if places > self.free_slots():
             return None
         self._reserved += places
         return Reservation(self, places)
 
-    def submit(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
-        """Queue a conversion, or raise :class:`PoolBusy` when the queue is full."""
+    def submit(self, order: WorkOrder, user_id: int, key: str) -> Task:
+        """Queue a photo, or raise :class:`PoolBusy` when the queue is full."""
         if self.free_slots() < 1:
             raise PoolBusy("the queue is full")
-        return self._put(job_id, data, style, settings)
+        return self.requeue(order, user_id, key)
 
-    async def submit_when_room(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
-        """Queue a conversion, waiting for room: for jobs already promised an answer (recovered ones)."""
-        while self.free_slots() < 1:
-            await asyncio.sleep(0.2)
-        return self.submit(job_id, data, style, settings)
-
-    def _put(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
-        """Queue a task. Its place counts the tasks ahead of it that no idle worker will take at once:
-        0 or less means a worker starts it now, 1 that it is next."""
-        ahead, idle = self._queue.qsize(), self.size - self._busy
-        task = Task(job_id, data, style, settings, position=ahead - idle + 1)
-        self._queue.put_nowait(task)
+    def requeue(self, order: WorkOrder, user_id: int, key: str) -> Task:
+        """Queue a photo whatever the bound: for one already promised an answer (after a restart)."""
+        task = Task(order, user_id, key, cost=photo_cost(order.settings))
+        self.queue.put(task)
         return task
+
+    def settle(self, task: Task, faces: int) -> None:
+        """Charge the task's user for what the worker really did (its face passes)."""
+        self.queue.charge(task.user_id, FACE_COST * faces)
+
+    def place(self, task: Task) -> int:
+        """How many photos a worker will take before this one (0: it is next)."""
+        return self.queue.ahead_of(task)
 
     def pause(self) -> None:
-        """Let running tasks finish but start no new ones: the first step of a graceful stop.
-        From here on a worker that dies is not replaced."""
+        """Let running tasks finish but start no new ones: the first step of a graceful stop."""
         self._paused.set()
 
-    async def close(self) -> None:
-        """Stop dispatching, drop what is still queued (its jobs stay in the journal), stop every worker."""
-        for d in self._dispatchers:
-            d.cancel()
-        await asyncio.gather(*self._dispatchers, return_exceptions=True)
-        while not self._queue.empty():
-            self._queue.get_nowait().result.cancel()
-        await asyncio.gather(*(asyncio.to_thread(self._stop, w) for w in self._workers if w is not None))
-        self._threads.shutdown(wait=False, cancel_futures=True)
-
-    # --- dispatching --------------------------------------------------------------
-
-    async def _dispatch(self, slot: int) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            task = await self._next_task()
-            if task is None:
-                return  # paused for a stop
-            if task.result.done():  # cancelled by its owner while queued
-                continue
-            worker = self._workers[slot]
-            if worker is None or not worker.process.is_alive():
-                worker = await self._replace(slot, "found dead")
-                if worker is None:
-                    _fail(task, WorkerLost("the worker is gone"))
-                    return
-            self._busy += 1
-            task.waited_s = time.monotonic() - task.queued_at
-            task.started.set()
-            order = WorkOrder(task.job_id, task.data, task.style, task.settings)
-            try:
-                reply = await asyncio.wait_for(
-                    loop.run_in_executor(self._threads, _exchange, worker.conn, order), self.timeout_s
-                )
-            except asyncio.TimeoutError:
-                log.warning("job %s: worker %d (pid %s) passed %.0f s; replacing it",
-                            task.job_id, slot, worker.process.pid, self.timeout_s)
-                _fail(task, WorkerLost("the worker timed out"))
-                if await self._replace(slot, "timed out") is None:
-                    return
-                continue
-            except (EOFError, OSError) as exc:
-                log.warning("job %s: worker %d (pid %s) died (%s)%s", task.job_id, slot, worker.process.pid,
-                            exc.__class__.__name__, "" if self._paused.is_set() else "; replacing it")
-                _fail(task, WorkerLost("the worker crashed"))
-                if await self._replace(slot, "crashed") is None:
-                    return
-                continue
-            finally:
-                self._busy -= 1
-            if isinstance(reply, WorkFailed):
-                _fail(task, AnimebotError(reply.message, code=reply.code))
-            elif not task.result.done():
-                task.result.set_result(reply)
-
     async def _next_task(self) -> Task | None:
-        """The next queued task, or None once the pool is paused (even while waiting for one)."""
-        if self._paused.is_set():
-            return None
-        getting = asyncio.ensure_future(self._queue.get())
-        pausing = asyncio.ensure_future(self._paused.wait())
-        try:
-            await asyncio.wait([getting, pausing], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            pausing.cancel()
-            if not getting.done():
-                getting.cancel()
-        if getting.cancelled():
-            return None
-        task = getting.result()
-        if self._paused.is_set():  # both at once: leave it queued for close() to drop
-            self._queue.put_nowait(task)
-            return None
-        return task
-
-    async def _replace(self, slot: int, why: str) -> _Worker | None:
-        """Kill the slot's worker and start another, retrying with backoff until one starts;
-        None, and the slot left empty, once the pool is stopping.
-
-        A running pool's slot must never stay empty: its dispatcher is the
-        only one that serves the tasks it takes from the queue.
-        """
-        old = self._workers[slot]
-        self._workers[slot] = None
-        if old is not None:
-            old.process.kill()
-            await asyncio.to_thread(old.process.join, STOP_TIMEOUT_S)
-            old.conn.close()
-        if self._paused.is_set():  # stopping: a new worker would only be stopped again
-            return None
-        delay = RESPAWN_DELAY_S
-        while True:
+        """The next task in fair order, waiting for one; None once the pool is paused."""
+        while not self._paused.is_set():
+            task = self.queue.pop()
+            if task is not None:
+                return task
+            arrival = asyncio.ensure_future(self.queue.arrival())
+            pausing = asyncio.ensure_future(self._paused.wait())
             try:
-                worker = await self._spawn(slot)
-                break
-            except AnimebotError as exc:
-                log.error("worker %d: %s; trying again in %.0f s", slot, exc.message, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 60.0)
-        self._workers[slot] = worker
-        log.info("worker %d replaced after it %s (new pid %s)", slot, why, worker.process.pid)
-        return worker
+                await asyncio.wait([arrival, pausing], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                arrival.cancel()
+                pausing.cancel()
+        return None
 
-    async def _spawn(self, slot: int) -> _Worker:
-        parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(target=serve, args=(child, self.spec), name=f"animebot-worker-{slot}", daemon=True)
-        process.start()
-        child.close()
-        try:
-            ready = await asyncio.wait_for(asyncio.to_thread(parent.recv), START_TIMEOUT_S)
-        except (EOFError, OSError, asyncio.TimeoutError):
-            process.kill()
-            raise AnimebotError(f"worker {slot} did not start (exit code {process.exitcode})", code="worker_start")
-        if ready[0] != "ready":
-            process.join(STOP_TIMEOUT_S)
-            raise AnimebotError(f"worker {slot} could not load its model: {ready[1]}", code="worker_start")
-        log.info("worker %d ready (pid %s, %d thread(s), %s, face pass %s)", slot, ready[1], self.spec.threads,
-                 ready[3], ready[2])
-        return _Worker(process, parent)
-
-    @staticmethod
-    def _stop(worker: _Worker) -> None:
-        try:
-            worker.conn.send(None)
-        except OSError:
-            pass
-        worker.process.join(STOP_TIMEOUT_S)
-        if worker.process.is_alive():
-            worker.process.kill()
-            worker.process.join(STOP_TIMEOUT_S)
-        worker.conn.close()
+    def _drop_waiting(self) -> None:
+        for task in self.queue.drop_all():
+            task.result.cancel()
 
 
 class Reservation:
@@ -280,34 +154,29 @@ class Reservation:
     photo found in the cache after its download needs no place.
     """
 
-    def __init__(self, pool: WorkerPool, places: int) -> None:
+    def __init__(self, pool: Pool, places: int) -> None:
         self._pool = pool
         self.places = places
 
-    def submit(self, job_id: str, data: bytes, style: str, settings: ConvertSettings) -> Task:
+    def submit(self, order: WorkOrder, user_id: int, key: str) -> Task:
         if self.places < 1:  # more photos than reserved: queue like anyone else
-            return self._pool.submit(job_id, data, style, settings)
+            return self._pool.submit(order, user_id, key)
         self.places -= 1
         self._pool._reserved -= 1
-        return self._pool._put(job_id, data, style, settings)
+        return self._pool.requeue(order, user_id, key)
 
     def release(self) -> None:
         self._pool._reserved -= self.places
         self.places = 0
 
-    def __enter__(self) -> "Reservation":
+    def __enter__(self) -> Reservation:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release()
 
 
-def _exchange(conn: Connection, order: WorkOrder) -> Converted | WorkFailed:
-    """Send one order and wait for its answer (runs on a pipe thread)."""
-    conn.send(order)
-    return conn.recv()
-
-
-def _fail(task: Task, exc: Exception) -> None:
+def fail(task: Task, exc: Exception) -> None:
+    """End a task with an error, unless its owner already gave up on it."""
     if not task.result.done():
         task.result.set_exception(exc)

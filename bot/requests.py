@@ -46,7 +46,8 @@ class Request:
     fast: bool = False  # drawn with a lite style because the queue was long
     album: str | None = None  # the media_group_id of an album's parts
     query_id: str | None = None  # the button press that asked, answered with any refusal
-    left_out: int = 0  # album photos over today's quota, not taken on
+    left_out: int = 0  # album photos not taken on: over today's quota, the user's waiting limit, or the queue
+    left_out_why: str = "quota"  # which of those: quota, limit or busy
 
 
 class Failed(Exception):

@@ -131,14 +131,16 @@ async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotS
     secret = cfg.webhook_secret or secrets.token_urlsafe(32)
     path = urlsplit(cfg.webhook_url).path or "/"
 
-    def health() -> dict[str, object]:
-        alive = st.runner.pool.alive()
-        return {"ok": alive == st.runner.pool.size, "workers": alive, "waiting": st.runner.pool.waiting}
-
-    server = WebhookServer(intake, path, secret, health, cfg.webhook_listen, cfg.webhook_port)
+    server = WebhookServer(intake, path, secret, lambda: _health_report(st), cfg.webhook_listen, cfg.webhook_port)
     await server.start()
     await app.bot.set_webhook(cfg.webhook_url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
     return server
+
+
+def _health_report(st: BotState) -> dict[str, object]:
+    pool = st.runner.pool
+    ok, workers = pool.healthy()
+    return {"ok": ok, "workers": workers, "running": pool.running, "waiting": pool.waiting}
 
 
 async def _chores(st: BotState, home: Path) -> None:
@@ -147,7 +149,7 @@ async def _chores(st: BotState, home: Path) -> None:
     beat = heartbeat_path(home)
     last_prune = 0.0
     while True:
-        if st.runner.pool.alive() == st.runner.pool.size:
+        if st.runner.pool.healthy()[0]:
             beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
         if time.monotonic() - last_prune > PRUNE_EVERY_S:
             await st.runner.journal.prune()

@@ -20,7 +20,8 @@ from bot.context import BotState
 from bot.config import Config
 from bot.jobs import JobRunner
 from bot.photos import on_album
-from bot.pool import WorkerPool
+from bot.local_pool import LocalPool
+from bot.pool import Pool
 from bot.replies import Replies
 from bot.styles import Styles
 from bot.worker_process import WorkerSpec
@@ -50,8 +51,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
     try:
         journal = await Journal.using(cache.db)
-        pool = WorkerPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
-                          cfg.workers, cfg.queue_size, cfg.job_timeout_s)
+        pool = _pool(cfg, styles)
         await pool.start()
     except BaseException:
         await cache.close()
@@ -60,15 +60,21 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
     buttons = ResultButtons(cache.db)
     runner = JobRunner(app.bot, pool, cache, journal, styles, Replies(app.bot, cache, buttons, styles),
-                       cfg.per_user_jobs, limits, dict(cfg.fast_styles), cfg.fast_queue)
+                       cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     st = BotState(runner, cache, buttons, styles, albums, access)
     app.bot_data.state = st
     await _register_commands(app)
-    log.info("bot @%s ready: styles %s (default %s), %d worker(s) x %d thread(s), queue %d, max side %d",
-             app.bot.username, ",".join(styles.names), styles.default, cfg.workers, cfg.threads_per_worker,
-             cfg.queue_size, cfg.max_side)
+    log.info("bot @%s ready: styles %s (default %s), %s, queue %d (%d a person), max side %d",
+             app.bot.username, ",".join(styles.names), styles.default, pool.healthy()[1], cfg.queue_size,
+             cfg.per_user_limit, cfg.max_side)
     return st
+
+
+def _pool(cfg: Config, styles: Styles) -> Pool:
+    """The bot's own worker processes."""
+    return LocalPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
+                     cfg.workers, cfg.queue_size, cfg.job_timeout_s)
 
 
 async def close_state(st: BotState) -> None:

@@ -1,26 +1,34 @@
-"""The status message of a request being drawn: "In queue, #2…", then "Drawing…".
+"""The status message of a request being drawn: its place in the queue, then "Drawing…".
 
 Nothing is shown for answers that come straight from the cache: the
 message appears once a photo is queued and is deleted once the request is
-answered. While drawing, the chat shows *sending a photo*. Sending the
-message is never cancelled half way, so none is left behind when a job
-finishes while it is still being sent.
+answered. Its place is the real one in the fair queue ("3 photos before
+yours"), edited as it moves, but at most every few seconds, and not at all
+while more than 10 are ahead: hundreds of waiting photos must not flood
+Telegram with edits. While drawing, the chat shows *sending a photo*.
+Sending the message is never cancelled half way, so none is left behind
+when a job finishes while it is still being sent.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
+from bot.fairqueue import Task
 from bot.i18n import t
-from bot.pool import Task
+from bot.pool import Pool
 from bot.requests import Request
 from storage.journal import Journal
 
 CHAT_ACTION_EVERY_S = 4.5  # Telegram shows an action for 5 s
+EDIT_EVERY_S = 4.0  # the most often one status message is edited
+LOOK_EVERY_S = 0.5
+FAR = 10  # places beyond this are shown as "more than 10", and not followed
 
 
 def reply_to(req: Request) -> ReplyParameters | None:
@@ -29,10 +37,11 @@ def reply_to(req: Request) -> ReplyParameters | None:
 
 
 class Status:
-    def __init__(self, bot: Bot, req: Request, journal: Journal) -> None:
+    def __init__(self, bot: Bot, req: Request, journal: Journal, pool: Pool) -> None:
         self.bot = bot
         self.req = req
         self.journal = journal
+        self.pool = pool
         self.tasks: list[Task] = []
         self._sending: asyncio.Task[Message | None] | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -43,15 +52,27 @@ class Status:
             self._sending = asyncio.create_task(self._send_first())
             self._watcher = asyncio.create_task(self._watch(self._sending))
 
-    def _drawing(self) -> bool:
-        """Whether a photo of it is on a worker, or is about to be (a worker was idle when it came)."""
-        return any(task.started.is_set() or task.position <= 0 for task in self.tasks)
+    def _ahead(self) -> int | None:
+        """Photos before this request's first waiting one; None once one of its photos is being drawn,
+        or is next while a worker is free (it starts at once)."""
+        if any(task.started.is_set() for task in self.tasks):
+            return None
+        waiting = [task for task in self.tasks if not task.result.done()]
+        if not waiting:
+            return None
+        ahead = min(self.pool.place(task) for task in waiting)
+        return None if ahead == 0 and self.pool.running < self.pool.size else ahead
 
     def _text(self) -> str:
         lang, count = self.req.lang, len(self.req.sources)
+        ahead = self._ahead()
         if count > 1:
-            return t(lang, "album_drawing" if self._drawing() else "album_queued", count=count)
-        return t(lang, "drawing") if self._drawing() else t(lang, "queued", position=self.tasks[0].position)
+            return t(lang, "album_drawing" if ahead is None else "album_queued", count=count)
+        if ahead is None:
+            return t(lang, "drawing")
+        if ahead > FAR:
+            return t(lang, "queued_far")
+        return t(lang, {0: "queued_next", 1: "queued_one"}.get(ahead, "queued"), ahead=ahead)
 
     async def _send_first(self) -> Message | None:
         await asyncio.sleep(0)  # let the other photos of an album queue first
@@ -64,18 +85,27 @@ class Status:
         return message
 
     async def _watch(self, sending: "asyncio.Task[Message | None]") -> None:
-        """Switch the status to "drawing…", then keep the chat action alive until cancelled."""
+        """Follow the place, then switch to "drawing…" and keep the chat action alive until cancelled."""
         message = await asyncio.shield(sending)
         if message is None:
             return
+        shown, edited = message.text, time.monotonic()
         with contextlib.suppress(TelegramError):
-            while not self._drawing():
-                await asyncio.sleep(0.2)
-            if self._text() != message.text:
-                await self.bot.edit_message_text(self._text(), self.req.chat_id, message.message_id)
+            while True:
+                text = self._text()
+                if text != shown and time.monotonic() - edited >= EDIT_EVERY_S:
+                    await self.bot.edit_message_text(text, self.req.chat_id, message.message_id)
+                    shown, edited = text, time.monotonic()
+                if shown == self._drawing_text():
+                    break
+                await asyncio.sleep(LOOK_EVERY_S)
             while True:
                 await self.bot.send_chat_action(self.req.chat_id, ChatAction.UPLOAD_PHOTO)
                 await asyncio.sleep(CHAT_ACTION_EVERY_S)
+
+    def _drawing_text(self) -> str:
+        count = len(self.req.sources)
+        return t(self.req.lang, "album_drawing", count=count) if count > 1 else t(self.req.lang, "drawing")
 
     async def close(self) -> None:
         if self._watcher is not None:

@@ -30,5 +30,5 @@ def test_a_burst_of_100_photos_from_20_users_is_answered_exactly_once(real_store
                       env={"ANIMEBOT_MAX_SIDE": "256"})
     assert report["unanswered"] == 0 and report["answered_twice"] == 0, report
     assert report["kinds"].get("result", 0) > 0
-    assert set(report["kinds"]) <= {"result", "busy", "per_user_cap", "rate_limited", "quota"}, report["kinds"]
+    assert set(report["kinds"]) <= {"result", "partial", "busy", "per_user_limit", "rate_limited", "quota"}, report["kinds"]
     assert report["error_lines"] == []

@@ -1,6 +1,6 @@
 """What a user gets back, end to end, in the cases people found broken by using the bot:
 buttons acting on the result they sit under, albums whose parts arrive apart, button
-mashing, bursts, quotas, group settings, spoilers and animations.
+mashing, quotas, group settings, spoilers and animations.
 
 One real bot (real model at 256 px, real worker, real SQLite) serves the module
 through the fake Bot API; each test plays its own users, so none sees another's
@@ -174,30 +174,6 @@ def test_ten_presses_of_one_button_give_one_answer_and_no_chat_noise(served: tup
     assert len(fake.calls_to("sendDocument", chat["id"])) == 1
     assert len(fake.messages_to(chat["id"])) == texts_before  # no "please wait" in the chat
     assert drawn_today(bot, user["id"]) == 1  # the presses drew nothing
-
-
-def test_a_burst_is_told_once_how_many_were_not_taken(served: tuple[RunningBot, FakeTelegram]) -> None:
-    bot, fake = served
-    chat, user = private_chat(3061)
-    for i in range(8):
-        fake.photo_message(chat, user, jpeg(61 + i))
-    fake.wait_for(lambda: len(photos_sent(fake, chat["id"])) >= 3, 180)
-    fake.wait_for(lambda: settled(bot, fake), 60)
-    waits = [c for c in fake.messages_to(chat["id"]) if c.params["text"].startswith("Please wait")]
-    assert len(photos_sent(fake, chat["id"])) == 3 and len(waits) == 1
-    last_edit = [c for c in fake.calls_to("editMessageText", chat["id"])
-                 if str(c.params["message_id"]) == str(waits[0].result["message_id"])][-1]
-    assert "not taken so far: 5" in last_edit.params["text"]
-
-
-def test_admins_have_no_in_flight_cap(served: tuple[RunningBot, FakeTelegram]) -> None:
-    bot, fake = served
-    chat, user = private_chat(ADMIN)
-    for i in range(5):
-        fake.photo_message(chat, user, jpeg(71 + i))
-    fake.wait_for(lambda: len(photos_sent(fake, chat["id"])) >= 5, 180)
-    fake.wait_for(lambda: settled(bot, fake), 60)
-    assert not [c for c in fake.messages_to(chat["id"]) if c.params["text"].startswith("Please wait")]
 
 
 def test_an_album_over_the_quota_draws_what_fits_and_says_how_many_were_left_out(

@@ -1,4 +1,4 @@
-"""A deliberately small bot (one worker, a queue of one, one job per user) under a burst."""
+"""A deliberately small bot (one worker, a queue of one, one photo waiting per user) under a burst."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -6,17 +6,19 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
+from tests.test_bot_answers import jpeg, photos_sent, settled
 from tests.fake_telegram import FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+ADMIN = 990002
 BIG = ["street_1279x867.jpg", "town_1280x854.jpg", "tall_1280x1707.jpg", "large_1365x2048.jpg"]
 
 
 @pytest.fixture(scope="module")
 def small_bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("small"), real_store.home, ANIMEBOT_WORKERS="1",
-                 ANIMEBOT_QUEUE_SIZE="1", ANIMEBOT_PER_USER_JOBS="1") as running:
+                 ANIMEBOT_QUEUE_SIZE="1", ANIMEBOT_PER_USER_LIMIT="1", ANIMEBOT_ADMINS=str(ADMIN)) as running:
         yield running
 
 
@@ -33,14 +35,52 @@ def test_a_full_queue_answers_busy_and_everyone_gets_an_answer(small_bot: tuple[
     assert all(a == "photo" or "busy" in a for a in answers), answers
 
 
-def test_one_user_cannot_fill_the_queue(small_bot: tuple[RunningBot, FakeTelegram],
+def test_one_user_past_their_waiting_limit_is_told_so_in_one_sentence(small_bot: tuple[RunningBot, FakeTelegram],
                                         shared_photo: Callable[[str], bytes]) -> None:
     bot, fake = small_bot
     chat, user = private_chat(310)
     first = fake.photo_message(chat, user, shared_photo("portrait_900x1200.jpg"))
     second = fake.photo_message(chat, user, shared_photo("group_3_faces.jpg"))
     assert final_answer(fake, first) == "photo"
-    assert "Please wait until the photos you already sent are done" in final_answer(fake, second)
+    assert final_answer(fake, second) == ("You already have 1 photos waiting, the most I keep for one person. "
+                                          "Send this one again once some of them are back.")
+
+
+def test_a_burst_past_the_limit_is_told_once_how_many_were_not_taken(small_bot: tuple[RunningBot, FakeTelegram],
+                                                                      shared_photo: Callable[[str], bytes]) -> None:
+    bot, fake = small_bot
+    chat, user = private_chat(330)
+    fake.photo_message(chat, user, shared_photo("town_1280x854.jpg"))  # big: still drawing while the rest arrive
+    for i in range(7):
+        fake.photo_message(chat, user, jpeg(330 + i))
+    fake.wait_for(lambda: photos_sent(fake, chat["id"]), 180)
+    fake.wait_for(lambda: settled(bot, fake), 60)
+    waits = [c for c in fake.messages_to(chat["id"]) if c.params["text"].startswith("You already have")]
+    assert len(photos_sent(fake, chat["id"])) == 1 and len(waits) == 1
+    last_edit = [c for c in fake.calls_to("editMessageText", chat["id"])
+                 if str(c.params["message_id"]) == str(waits[0].result["message_id"])][-1]
+    assert "not taken so far: 7" in last_edit.params["text"]
+
+
+def test_an_album_past_the_limit_is_drawn_as_far_as_it_fits_and_says_so(small_bot: tuple[RunningBot, FakeTelegram]) -> None:
+    bot, fake = small_bot
+    chat, user = private_chat(340)
+    for i in range(3):
+        fake.photo_message(chat, user, jpeg(340 + i), media_group_id="album-340")
+    note = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "I took" in c.params["text"]], 180)[0]
+    assert note.params["text"] == ("I took 1 of these 3 photos; the other 2 would pass the 1 I keep waiting for one "
+                                   "person, so send them again once these are back.")
+    assert len(photos_sent(fake, chat["id"])) == 1
+
+
+def test_admins_have_no_waiting_limit(small_bot: tuple[RunningBot, FakeTelegram]) -> None:
+    bot, fake = small_bot
+    chat, user = private_chat(ADMIN)
+    for i in range(2):  # one drawing, one waiting: past the limit of 1, within the queue of 1
+        fake.photo_message(chat, user, jpeg(350 + i))
+    fake.wait_for(lambda: len(photos_sent(fake, chat["id"])) >= 2, 180)
+    fake.wait_for(lambda: settled(bot, fake), 60)
+    assert not [c for c in fake.messages_to(chat["id"]) if c.params["text"].startswith("You already have")]
 
 
 def test_a_photo_forwarded_by_many_at_once_is_drawn_once(real_store: ModelStore,

@@ -22,7 +22,7 @@ from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 STATUS = ("In queue", "Drawing", "Album of")
-FAST = {"ANIMEBOT_MAX_SIDE": "320", "ANIMEBOT_PER_USER_JOBS": "20", "ANIMEBOT_RATE_PER_MINUTE": "0"}
+FAST = {"ANIMEBOT_MAX_SIDE": "320", "ANIMEBOT_PER_USER_LIMIT": "20", "ANIMEBOT_RATE_PER_MINUTE": "0"}
 
 
 def distinct_photos(files: list[Path], count: int) -> list[bytes]:

@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.pool import PoolBusy, Task, WorkerLost, WorkerPool
-from bot.worker_process import WorkerSpec
+from bot.fairqueue import Task
+from bot.local_pool import LocalPool
+from bot.pool import PoolBusy, WorkerLost
+from bot.worker_process import WorkerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from tests.conftest import synthetic_photo, until, within
 from weights.store import ModelStore
@@ -24,14 +26,14 @@ from weights.store import ModelStore
 SETTINGS = ConvertSettings(max_side=96, faces=False)  # 160x120 in, 96x72 out
 
 
-def new_pool(store: ModelStore, queue_size: int = 4, timeout_s: float = 120) -> WorkerPool:
+def new_pool(store: ModelStore, queue_size: int = 4, timeout_s: float = 120) -> LocalPool:
     """One worker on the cached ONNX export of the tiny style, so the worker never imports torch."""
-    return WorkerPool(WorkerSpec(store.home, "onnxruntime", 1, "tiny"), size=1, queue_size=queue_size,
+    return LocalPool(WorkerSpec(store.home, "onnxruntime", 1, "tiny"), size=1, queue_size=queue_size,
                       timeout_s=timeout_s)
 
 
 @contextlib.asynccontextmanager
-async def running(pool: WorkerPool) -> AsyncIterator[WorkerPool]:
+async def running(pool: LocalPool) -> AsyncIterator[LocalPool]:
     await pool.start()
     try:
         yield pool
@@ -42,9 +44,9 @@ async def running(pool: WorkerPool) -> AsyncIterator[WorkerPool]:
         await pool.close()
 
 
-def submit(pool: WorkerPool, n: int) -> Task:
+def submit(pool: LocalPool, n: int, user: int = 1) -> Task:
     """A photo of its own (job ``job-n``): no two tasks are the same image."""
-    return pool.submit(f"job-{n}", synthetic_photo(160, 120, seed=n), "tiny", SETTINGS)
+    return pool.submit(WorkOrder(f"job-{n}", synthetic_photo(160, 120, seed=n), "tiny", SETTINGS), user, f"key-{n}")
 
 
 def test_a_busy_worker_queues_up_to_the_limit_then_refuses_and_draws_everything_queued(tiny_store: ModelStore) -> None:
@@ -56,7 +58,7 @@ def test_a_busy_worker_queues_up_to_the_limit_then_refuses_and_draws_everything_
             await within(first.started.wait())
             assert (pool.running, pool.waiting, pool.free_slots()) == (1, 0, 2)
             queued = [submit(pool, 1), submit(pool, 2)]
-            assert [t.position for t in queued] == [1, 2]  # what "In queue, #n" shows
+            assert [pool.place(t) for t in queued] == [0, 1]  # what "n photos before yours" shows
             assert (pool.waiting, pool.free_slots()) == (2, 0)
             with pytest.raises(PoolBusy):
                 submit(pool, 3)  # refused at once, not queued behind the others
@@ -117,5 +119,25 @@ def test_close_drops_what_is_queued_and_stops_every_worker(tiny_store: ModelStor
         assert pool.alive() == 0
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # exited and reaped: no orphan left behind
+
+    asyncio.run(go())
+
+
+def test_a_light_user_is_served_between_a_heavy_users_photos(tiny_store: ModelStore) -> None:
+    async def go() -> None:
+        async with running(new_pool(tiny_store, queue_size=8)) as pool:
+            (pid,) = pool.pids()
+            os.kill(pid, signal.SIGSTOP)
+            first = submit(pool, 0, user=1)
+            await within(first.started.wait())
+            heavy = [submit(pool, n, user=1) for n in (1, 2, 3)]  # the heavy user's burst came first
+            light = submit(pool, 4, user=2)
+            assert [pool.place(t) for t in [*heavy, light]] == [1, 2, 3, 0]
+
+            os.kill(pid, signal.SIGCONT)
+            tasks = [first, *heavy, light]
+            await within(asyncio.gather(*(t.result for t in tasks)))
+            started = sorted(tasks, key=lambda t: t.queued_at + t.waited_s)
+            assert started == [first, light, *heavy]
 
     asyncio.run(go())
