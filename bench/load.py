@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import sys
 import tempfile
 import time
@@ -155,7 +156,12 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
             bot.stop()
             for w in remote:
                 w.stop()
-            problems = [line for line in errors_log.read_text().splitlines() if " ERROR " in line]
+            log_text = errors_log.read_text()
+            problems = [line for line in log_text.splitlines() if " ERROR " in line]
+            # Per photo drawn: the round trip from leaving the queue to the result, less the worker's own time.
+            drawn = [(float(trip), float(work)) for trip, work in
+                     re.findall(r"drawn in ([\d.]+) s \(worker ([\d.]+) s", log_text)]
+            transport = [trip - work for trip, work in drawn]
 
     counts: dict[str, int] = {}
     result_lat, all_lat = [], []
@@ -188,6 +194,8 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
         "user_p95_worst_s": user_p95[-1] if user_p95 else float("nan"),
         "peak_rss_bot_mb": rss["bot"], "peak_rss_workers_mb": rss["workers"],
         "peak_rss_worker_mains_mb": rss["worker_mains"],
+        "transport_p50_ms": percentile(transport, 0.5) * 1000, "transport_p95_ms": percentile(transport, 0.95) * 1000,
+        "drawn": len(transport), "worker_p50_s": percentile([work for _, work in drawn], 0.5),
         "error_lines": problems[:5],
     }
 

@@ -185,13 +185,13 @@ def _prune(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from bot.app import run
-    from bot.config import load_config
+    from bot.config import broker_password, load_config
     from bot.logs import setup_logging
 
     from weights.provision import provision
 
     cfg = load_config(webhook_url=args.webhook)
-    setup_logging(cfg.token, cfg.webhook_secret)
+    setup_logging(cfg.token, cfg.webhook_secret, broker_password(cfg.broker_url))
     provision(ModelStore(cfg.home), cfg.weights, cfg.baked_models)
     run(cfg)
     return 0

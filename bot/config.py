@@ -71,11 +71,16 @@ class Config:
     webhook_listen: str = "0.0.0.0"
     webhook_port: int = 8443
     webhook_secret: str | None = None
+    # Polling mode: serve /healthz and /metrics on this port too (webhook mode always does, on its port).
+    metrics_port: int | None = None
     # Models to install at start when missing (the Docker image sets these):
     # copied from baked_models when a file there has the right hash, else
     # downloaded. See weights/provision.py.
     weights: tuple[str, ...] = ()
     baked_models: Path | None = None
+    # Scaled out: drawing happens in `animebot worker` processes reached
+    # through Celery over this Redis URL; unset, the bot's own processes draw.
+    broker_url: str | None = None
 
     def __repr__(self) -> str:  # the token must never reach a log, even via repr()
         return f"Config(home={self.home}, workers={self.workers}x{self.threads_per_worker}, ...)"
@@ -126,8 +131,10 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         webhook_listen=env.get("ANIMEBOT_WEBHOOK_LISTEN", "").strip() or Config.webhook_listen,
         webhook_port=_int(env, "ANIMEBOT_WEBHOOK_PORT", Config.webhook_port, 1, 65535),
         webhook_secret=_secret(env.get("ANIMEBOT_WEBHOOK_SECRET", "").strip() or None),
+        metrics_port=_int(env, "ANIMEBOT_METRICS_PORT", 0, 0, 65535) or None,
         weights=tuple(n for n in env.get("ANIMEBOT_WEIGHTS", "").replace(" ", "").split(",") if n),
         baked_models=Path(env["ANIMEBOT_BAKED_MODELS"]) if env.get("ANIMEBOT_BAKED_MODELS") else None,
+        broker_url=_broker_url(env),
     )
 
 

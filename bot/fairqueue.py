@@ -49,9 +49,9 @@ class Task:
     def job_id(self) -> str:
         return self.order.job_id
 
-    def take(self) -> None:
-        """Mark the task as on a worker now."""
-        self.waited_s = time.monotonic() - self.queued_at
+    def take(self, at: float | None = None) -> None:
+        """Mark the task as on its way to a worker since ``at`` (monotonic; default now)."""
+        self.waited_s = (time.monotonic() if at is None else at) - self.queued_at
         self.started.set()
 
 

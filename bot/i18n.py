@@ -47,6 +47,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "file_too_big": "That file is {size_mb:.0f} MB; I can only fetch files up to 20 MB. Please send a smaller one.",
         "not_an_image_file": "That file isn't an image. Send a photo, or a JPEG, PNG or WebP file.",
         "worker_lost": "Sorry, something went wrong while drawing this one. Please send it again.",
+        "style_unavailable": "That style can't be drawn right now: none of my drawing machines has it. "
+                             "Please pick another with /style.",
         "internal": "Sorry, something went wrong on my side. Please try again.",
         "album_partial": "{failed} of {count} photos could not be drawn: {reason}",
         "unknown_style": "I don't know the style {style!r}. Available: {styles}.",
@@ -139,6 +141,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "file_too_big": "这个文件有 {size_mb:.0f} MB，我只能获取 20 MB 以内的文件，请发送小一点的。",
         "not_an_image_file": "这个文件不是图片。请发送照片，或 JPEG、PNG、WebP 文件。",
         "worker_lost": "抱歉，绘制这张时出了问题，请重新发送。",
+        "style_unavailable": "这个画风现在画不了：没有一台绘图机器装有它。请用 /style 换一个。",
         "internal": "抱歉，我这边出了问题，请再试一次。",
         "album_partial": "{count} 张中有 {failed} 张无法绘制：{reason}",
         "unknown_style": "没有画风 {style!r}。可用画风：{styles}。",

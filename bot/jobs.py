@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from telegram import Bot
 from telegram.error import BadRequest, Forbidden, NetworkError, TelegramError
 
+from bot import metrics
 from bot.access import Access, Limits, Refusal
 from bot.i18n import t
 from bot.fairqueue import Task
@@ -130,6 +131,7 @@ class JobRunner:
             await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req),
                                           state="refused", outcome=refusal.code, album=album)
             log.info("job %s: refused (%s) for user %s", req.job_id, refusal.code, req.user_id)
+            metrics.JOBS.labels("refused").inc()
             return refusal
         held.enter_context(reservation)
         held.enter_context(self._counted(req.user_id, reservation.places))
@@ -274,17 +276,21 @@ class JobRunner:
         try:
             summary = await self._run(req, recovered, reservation)
             log.info("job %s: %s in %.2f s", req.job_id, summary, time.monotonic() - started)
+            metrics.JOB_S.observe(time.monotonic() - started)
         except Forbidden as exc:
             log.warning("job %s: cannot answer, Telegram says %s", req.job_id, exc.message)
             await self.journal.finish_job(req.job_id, "failed", "forbidden")
+            metrics.JOBS.labels("failed").inc()
         except TelegramError as exc:
             log.warning("job %s: Telegram refused: %s: %s", req.job_id, exc.__class__.__name__, exc.message)
             await self.journal.finish_job(req.job_id, "failed", f"telegram:{exc.__class__.__name__}")
+            metrics.JOBS.labels("failed").inc()
         except Exception:  # a bug: keep its traceback, and never lose the photo silently
             log.exception("job %s: failed unexpectedly", req.job_id)
             with contextlib.suppress(TelegramError):
                 await self.replies.say(req, t(req.lang, "internal"))
             await self.journal.finish_job(req.job_id, "failed", "internal")
+            metrics.JOBS.labels("failed").inc()
         finally:
             del self._jobs[req.job_id]
 
@@ -315,6 +321,7 @@ class JobRunner:
             drawn = sum(1 for d in done if not d.from_cache)
             await asyncio.shield(self.journal.finish_job(req.job_id, "done" if done else "failed", codes or None,
                                                          drawn=drawn))
+            metrics.JOBS.labels("done" if done else "failed").inc()
         await self.replies.remember(sent)
         return f"{len(done)} sent ({len(done) - drawn} from cache), {len(failed)} failed" + \
             (f" ({codes})" if codes else "")
@@ -404,14 +411,20 @@ class JobRunner:
             raise Failed(exc.code, exc.message) from None
         finally:
             marking.cancel()
+        drawing_s = time.monotonic() - task.queued_at - task.waited_s
+        metrics.WAITING_S.observe(task.waited_s)
+        metrics.DRAWING_S.observe(drawing_s)
         w, h = converted.output_size
         stored = await self.cache.put(key, sha, req.style, converted.data, w, h)
         await self.cache.bump("converted")
         await self.cache.count_photo(req.user_id)
         passes = sum(1 for f in converted.faces if f["pass"])
         self.pool.settle(task, passes)
-        log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, model %.2f s, %d face pass(es) %.2f s", req.job_id,
-                 req.style, *converted.input_size, w, h, task.waited_s, converted.timings["model_s"], passes,
+        # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
+        # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
+        log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "
+                 "%d face pass(es) %.2f s)", req.job_id, req.style, *converted.input_size, w, h, task.waited_s,
+                 drawing_s, sum(converted.timings.values()), converted.timings["model_s"], passes,
                  converted.timings.get("faces_s", 0.0))
         return stored, converted.frames > 1
 

@@ -24,6 +24,7 @@ from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application
 
+from bot import metrics
 from bot.config import Config
 from bot.context import BotState
 from bot.intake import Intake
@@ -98,9 +99,14 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     chores = asyncio.create_task(_chores(st, cfg.home))
     server, poller = None, None
     try:
+        metrics.watch(st.runner.pool)
         if cfg.webhook_url:
             server = await _start_webhook(app, cfg, intake, st)
         else:
+            if cfg.metrics_port:
+                server = WebhookServer(intake, None, "", lambda: _health_report(st), cfg.webhook_listen,
+                                       cfg.metrics_port)
+                await server.start()
             try:
                 await app.bot.delete_webhook()
             except TelegramError as exc:

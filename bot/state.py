@@ -72,7 +72,11 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
 
 
 def _pool(cfg: Config, styles: Styles) -> Pool:
-    """The bot's own worker processes."""
+    """The bot's own worker processes, or `animebot worker` processes via Celery when a broker is set."""
+    if cfg.broker_url:
+        from bot.celery_pool import CeleryPool  # Celery is only imported by bots that use it
+
+        return CeleryPool(cfg.broker_url, cfg.queue_size, cfg.job_timeout_s)
     return LocalPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
                      cfg.workers, cfg.queue_size, cfg.job_timeout_s)
 

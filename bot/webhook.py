@@ -6,7 +6,9 @@
   Telegram believes delivered is on disk. While the bot stops, POSTs get
   503 and Telegram delivers them again later (to the next start).
 - ``GET /healthz`` reports whether the workers are up, for a load balancer
-  or an orchestrator.
+  or an orchestrator, and ``GET /metrics`` serves Prometheus metrics. In
+  polling mode the same server runs without the webhook route when
+  ``ANIMEBOT_METRICS_PORT`` is set.
 
 aiohttp serves it: PTB's own webhook server (tornado) answers 200 as soon
 as an update is queued in memory, which is the gap this mode must close.
@@ -21,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot import metrics
 from bot.intake import Intake
 
 log = logging.getLogger("animebot.webhook")
@@ -30,7 +33,9 @@ MAX_UPDATE_BYTES = 1 << 20  # an update is JSON of a few KB; files are fetched s
 
 
 class WebhookServer:
-    def __init__(self, intake: Intake, path: str, secret: str, health: Callable[[], dict[str, Any]],
+    """``path`` None: only /healthz and /metrics (polling mode)."""
+
+    def __init__(self, intake: Intake, path: str | None, secret: str, health: Callable[[], dict[str, Any]],
                  host: str, port: int) -> None:
         self.intake = intake
         self.path = path
@@ -40,14 +45,19 @@ class WebhookServer:
         self.port = port
         self.stopping = False
         app = web.Application(client_max_size=MAX_UPDATE_BYTES)
-        app.router.add_post(path, self._update)
+        if path is not None:
+            app.router.add_post(path, self._update)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
 
     async def start(self) -> None:
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
-        log.info("webhook listening on %s:%d%s", self.host, self.port, self.path)
+        if self.path is not None:
+            log.info("webhook listening on %s:%d%s", self.host, self.port, self.path)
+        else:
+            log.info("health and metrics on http://%s:%d/healthz and /metrics", self.host, self.port)
 
     async def stop(self) -> None:
         await self._runner.cleanup()
@@ -70,3 +80,6 @@ class WebhookServer:
     async def _healthz(self, request: web.Request) -> web.Response:
         report = self.health()
         return web.json_response(report, status=200 if report["ok"] else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.config import ConfigError, broker_password, load_config
 from bot.photos import anime_command
 from bot.i18n import TEXTS, error_text, pick_lang, t
 from bot.keyboards import FULL_SIZE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE, result_keyboard
@@ -31,6 +31,17 @@ def test_config_needs_a_token_and_reads_everything_else(tmp_path: Path) -> None:
         load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_WORKERS": "two"}, dotenv=None)
     with pytest.raises(ConfigError, match="ANIMEBOT_QUEUE_SIZE must be between"):
         load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_QUEUE_SIZE": "0"}, dotenv=None)
+
+
+def test_a_broker_url_picks_the_celery_pool_and_its_password_stays_out_of_repr(tmp_path: Path) -> None:
+    base = {"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_HOME": str(tmp_path)}
+    assert load_config(base, dotenv=None).broker_url is None  # embedded: no Redis, no new setting
+    url = "redis://:hunter2-pass@redis:6379/0"
+    cfg = load_config({**base, "ANIMEBOT_BROKER_URL": url}, dotenv=None)
+    assert cfg.broker_url == url and broker_password(url) == "hunter2-pass" and "hunter2" not in repr(cfg)
+    with pytest.raises(ConfigError, match="must be a Redis URL"):
+        load_config({**base, "ANIMEBOT_BROKER_URL": "amqp://guest@rabbit//"}, dotenv=None)
+    assert load_config({**base, "ANIMEBOT_PER_USER_LIMIT": "5"}, dotenv=None).per_user_limit == 5
 
 
 def test_dotenv_fills_gaps_but_the_environment_wins(tmp_path: Path) -> None:

@@ -1,0 +1,221 @@
+"""Scaled out: the real bot, two real ``animebot worker`` processes and a real Redis, through the fake Bot API.
+
+Each fault test ends the same way: every photo answered exactly once, with a picture.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from bot.worker_process import Drawer, WorkerSpec, WorkOrder
+from inference.pipeline import ConvertSettings
+from bot.celery_app import read_workers
+from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from tests.conftest import jobs_for
+from tests.test_bot_answers import jpeg
+from tests.fake_telegram import TOKEN, FakeTelegram
+from tests.redis_server import PASSWORD, RedisServer, free_port, redis_server  # noqa: F401 (a fixture)
+from tests.worker_harness import RunningWorker, start_worker
+from weights.store import ModelStore
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+MAX_SIDE = 320
+ADMIN = 5999
+METRICS_PORT = free_port()
+BOT_ENV = {"ANIMEBOT_MAX_SIDE": str(MAX_SIDE), "ANIMEBOT_RATE_PER_MINUTE": "0", "ANIMEBOT_THREADS": "1",
+           "ANIMEBOT_ADMINS": str(ADMIN), "ANIMEBOT_METRICS_PORT": str(METRICS_PORT)}
+STATUS = ("In queue", "Drawing", "Album of", "Full-size files")  # statuses, and the album's button row
+
+
+@dataclass
+class Cluster:
+    fake: FakeTelegram
+    redis: RedisServer
+    bot: RunningBot
+    workers: list[RunningWorker]
+    tmp: Path
+    store: ModelStore
+
+    def add_worker(self) -> RunningWorker:
+        worker = start_worker(self.tmp / f"worker-{len(self.workers)}", self.store.home, self.redis.url())
+        self.workers.append(worker)
+        return worker
+
+    def restart_bot(self) -> None:
+        self.bot = start_bot(self.fake, self.bot.home, self.store.home, ANIMEBOT_BROKER_URL=self.redis.url(), **BOT_ENV)
+
+    def logs(self) -> str:
+        return self.bot.log() + "".join(w.log() for w in self.workers)
+
+
+@pytest.fixture(scope="module")
+def cluster(redis_server: RedisServer, real_store: ModelStore,  # noqa: F811
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("scale")
+    with FakeTelegram() as fake:
+        c = Cluster(fake, redis_server, None, [], tmp, real_store)  # type: ignore[arg-type]
+        c.add_worker()
+        c.add_worker()
+        c.bot = start_bot(fake, tmp / "bot", real_store.home, ANIMEBOT_BROKER_URL=redis_server.url(), **BOT_ENV)
+        try:
+            yield c
+        finally:
+            c.bot.stop()
+            for w in c.workers:
+                w.stop()
+            logs = c.logs()
+            assert TOKEN not in logs and PASSWORD not in logs
+
+
+def answers(fake: FakeTelegram, message: dict[str, Any]) -> list[str]:
+    """Every final answer to ``message`` ('photo', 'album' or the text), status messages aside."""
+    out = []
+    for call in fake.replies_to(message):
+        if call.method == "sendPhoto":
+            out.append("photo")
+        elif call.method == "sendMediaGroup":
+            out.append("album")
+        elif call.method == "sendMessage" and not call.params["text"].startswith(STATUS):
+            out.append(str(call.params["text"]))
+    return out
+
+
+def all_answered_once(fake: FakeTelegram, messages: list[dict[str, Any]], expected: str = "photo",
+                      timeout: float = 600) -> None:
+    fake.wait_for(lambda: all(answers(fake, m) for m in messages), timeout)
+    time.sleep(2)  # room for a second answer to show, if one were coming
+    got = [answers(fake, m) for m in messages]
+    assert got == [[expected]] * len(messages), got
+
+
+def burst(fake: FakeTelegram, first_user: int, count: int) -> list[dict[str, Any]]:
+    """One photo from each of ``count`` users, each a photo never sent before (nothing comes from the cache)."""
+    return [fake.photo_message(*private_chat(first_user + i), jpeg(first_user + i, (1280, 960))) for i in range(count)]
+
+
+def drawing_now(cluster: Cluster, worker: RunningWorker) -> bool:
+    """Whether the worker's heartbeat in Redis names a task it is drawing."""
+    client = cluster.redis.client()
+    try:
+        return any(w.task for w in read_workers(client) if w.pid in worker.drawing_pids())
+    finally:
+        client.close()
+
+
+def test_private_photos_an_album_and_a_group_anime_are_drawn_by_the_workers(
+        cluster: Cluster, shared_photo: Callable[[str], bytes]) -> None:
+    fake = cluster.fake
+    data = shared_photo("portrait_900x1200.jpg")
+    single = fake.photo_message(*private_chat(5001), data)
+    others = burst(fake, 5002, 2)
+    chat, user = private_chat(5010)
+    album = [fake.photo_message(chat, user, shared_photo(name), media_group_id="scale-album")
+             for name in ("square_512.jpg", "town_1280x854.jpg")]
+    group = group_chat(5020)
+    _, member = private_chat(5021)
+    photo = fake.photo_message(group, member, shared_photo("street_1279x867.jpg"))
+    fake.text_message(group, member, "/anime", reply_to=photo)
+    all_answered_once(fake, [single, *others, photo])  # in a group the picture is threaded to the photo
+    all_answered_once(fake, album[:1], expected="album")
+
+    # The same pixels the bot's own worker processes draw (they run the same Drawer).
+    sent = next(c for c in fake.replies_to(single) if c.method == "sendPhoto")
+    got = np.asarray(Image.open(io.BytesIO(fake.sent_file(sent, "photo"))).convert("RGB"))
+    drawer = Drawer(WorkerSpec(cluster.store.home, "openvino", 1, "hayao"))
+    drawer.load()
+    local = drawer.draw(WorkOrder("local", data, "hayao", ConvertSettings(max_side=MAX_SIDE)))
+    want = np.asarray(Image.open(io.BytesIO(local.data)).convert("RGB"))  # type: ignore[union-attr]
+    assert got.shape == want.shape and np.array_equal(got, want)
+    drew = [w for w in cluster.workers if "drawn in" in w.log()]
+    assert len(drew) == 2, "both workers should have drawn some of the photos"
+
+
+def test_stats_healthz_and_metrics_show_the_workers_and_the_queue(cluster: Cluster) -> None:
+    fake = cluster.fake
+    fake.text_message(*private_chat(ADMIN), "/stats")
+    stats = fake.wait_for(lambda: [c for c in fake.messages_to(ADMIN) if "Queue:" in c.params["text"]], 60)[0]
+    text = str(stats.params["text"])
+    assert "2 drawing process(es) in 2 animebot worker(s), via Celery" in text, text
+    assert text.count("[hayao") == 2, text  # each worker, with what it draws
+    health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/healthz", timeout=10).read())
+    assert health["ok"] is True and "2 drawing process(es)" in health["workers"]
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read().decode()
+    assert "animebot_workers_online 2.0" in metrics
+    done = re.search(r'animebot_jobs_total\{outcome="done"\} (\d+)', metrics)
+    assert done and int(done.group(1)) >= 4, metrics  # the photos of the test before
+    assert re.search(r"animebot_photo_draw_seconds_count \d+", metrics)
+
+
+def test_a_worker_killed_while_drawing_loses_no_photo(cluster: Cluster) -> None:
+    fake = cluster.fake
+    victim = cluster.workers[0]
+    sent = burst(fake, 5100, 10)
+    fake.wait_for(lambda: drawing_now(cluster, victim), 300)
+    victim.kill9()  # with a photo on it, and more waiting
+    cluster.workers.remove(victim)
+    all_answered_once(fake, sent)
+    assert "(its worker stopped answering); sending it again" in cluster.bot.log()
+    cluster.add_worker()
+
+
+def test_redis_gone_for_15_s_and_back_empty_loses_no_photo(cluster: Cluster) -> None:
+    fake = cluster.fake
+    sent = burst(fake, 5200, 6)
+    fake.wait_for(lambda: any(c.method == "sendPhoto" for m in sent for c in fake.replies_to(m)) or
+                  "drawn in" in "".join(w.log()[-500:] for w in cluster.workers), 300)
+    cluster.redis.kill()
+    during = burst(fake, 5210, 2)  # accepted and told they wait
+    time.sleep(15)
+    cluster.redis.start()  # empty: nothing was kept
+    all_answered_once(fake, sent + during)
+    assert "the broker is unreachable" in cluster.bot.log()
+    assert "the broker is reachable again" in cluster.bot.log()
+
+
+def test_the_bot_killed_mid_burst_answers_everything_after_its_restart(cluster: Cluster) -> None:
+    fake = cluster.fake
+    sent = burst(fake, 5300, 8)
+    # Killed once a photo is answered and recorded so (a kill between the two repeats that answer:
+    # the one window the README owns up to), with the others on workers and waiting.
+    fake.wait_for(lambda: any(jobs_for(cluster.bot.home, m) == ["done"] for m in sent), 300)
+    cluster.bot.kill9()
+    cluster.restart_bot()
+    all_answered_once(fake, sent)
+
+
+def test_a_style_no_worker_has_gets_a_clear_sentence_not_a_hang(
+        redis_server: RedisServer, real_store: ModelStore, hayao_file: Path,  # noqa: F811
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    if "cute" not in {e.name for e in real_store.installed("style")}:
+        pytest.skip("the cute style is not in ../shared/models")
+    tmp = tmp_path_factory.mktemp("no-style")
+    lean = ModelStore(tmp / "lean")  # a worker machine given Hayao only
+    lean.import_file(hayao_file)
+    url = redis_server.url(db=2)  # a queue of its own: the cluster's workers, which have cute, are not asked
+    worker = start_worker(tmp / "worker", lean.home, url)
+    try:
+        with FakeTelegram() as fake:
+            bot = start_bot(fake, tmp / "bot", real_store.home, ANIMEBOT_BROKER_URL=url,
+                            ANIMEBOT_MAX_SIDE=str(MAX_SIDE), ANIMEBOT_RATE_PER_MINUTE="0")
+            try:
+                cute = fake.photo_message(*private_chat(5400), jpeg(5400), caption="/anime cute")
+                plain = fake.photo_message(*private_chat(5401), jpeg(5401))
+                all_answered_once(fake, [plain])
+                fake.wait_for(lambda: answers(fake, cute), 120)
+                assert answers(fake, cute) == ["That style can't be drawn right now: none of my drawing machines "
+                                               "has it. Please pick another with /style."]
+            finally:
+                assert bot.stop() == 0
+    finally:
+        worker.stop()
