@@ -50,7 +50,10 @@ WORKERS_EVERY_S = 1.0  # how often the heartbeats are read
 BEAT_STALE_S = 6.0  # a worker process whose heartbeat has not changed for this long is gone (it beats every 2 s)
 LOST_AFTER_S = 6.0  # a task no live worker has claimed for this long is sent again
 SENT_GRACE_S = 20.0  # a task sent to a free worker starts within this, or it was lost on the way
-MAX_SENDS = 3  # sends of one task before its photo is given up, with an apology
+# A photo whose worker died while drawing it this many times is given up, with an apology (it may be what
+# kills them). Sends again for any other reason (Redis lost it, a worker failed it while Redis was away)
+# are not counted: the broker's trouble must not cost a photo.
+MAX_CRASHES = 3
 BROKER_ERRORS = (redis.RedisError, KombuError, OSError)
 MISSING_MODEL = ("unknown_style", "not_installed", "weights", "bad_model")  # a worker's answer when it lacks the style
 
@@ -69,7 +72,7 @@ class _InFlight:
     task_id: str
     sent_at: float
     seen_at: float  # the last time a live worker's heartbeat named this task (or when it was sent)
-    sends: int = 1
+    crashes: int = 0  # times its worker died while drawing it
     claimed: bool = False  # a worker's heartbeat has named it
 
 
@@ -179,6 +182,8 @@ class CeleryPool(Pool):
                     log.info("the broker is reachable again; %d photo(s) in flight, %d waiting",
                              len(self._in_flight), self.waiting)
                     self._down_since = None
+                    for flight in self._in_flight.values():  # nothing could be seen meanwhile: start afresh
+                        flight.sent_at = flight.seen_at = time.monotonic()
             except BROKER_ERRORS as exc:
                 self._broker_down(exc)
                 await asyncio.sleep(1.0)
@@ -212,6 +217,7 @@ class CeleryPool(Pool):
         keys = [backend.get_key_for_task(f.task_id) for f in flights]
         raw = await asyncio.get_running_loop().run_in_executor(self._io, self._redis.mget, keys)
         now = time.monotonic()
+        idle = any(w.task is None for w in self._workers)
         for flight, key, value in zip(flights, keys, raw):
             if self._in_flight.get(flight.task_id) is not flight:
                 continue
@@ -230,11 +236,13 @@ class CeleryPool(Pool):
                 await self._failed(flight, meta.get("result"))
             elif flight.task.result.done():  # its job was stopped
                 del self._in_flight[flight.task_id]
-            elif now - flight.sent_at > self.timeout_s + LOST_AFTER_S * flight.sends:
+            elif now - flight.sent_at > self.timeout_s + LOST_AFTER_S:
                 log.warning("job %s: no result after %.0f s; giving it up", flight.task.job_id, now - flight.sent_at)
                 self._end(flight, WorkerLost("the worker timed out"))
-            elif now - flight.seen_at > (LOST_AFTER_S if flight.claimed else SENT_GRACE_S):
+            elif flight.claimed and now - flight.seen_at > LOST_AFTER_S:
                 await self._resend(flight)
+            elif not flight.claimed and now - flight.seen_at > SENT_GRACE_S and idle:
+                await self._resend(flight)  # a worker is free, yet none took it: it was lost on the way
 
     async def _failed(self, flight: _InFlight, error: object) -> None:
         """Celery failed the task: past its time limit (given up), or for a reason of the worker's
@@ -250,17 +258,19 @@ class CeleryPool(Pool):
     async def _resend(self, flight: _InFlight, why: str = "") -> None:
         """The task vanished (its worker died, or the broker lost it) or failed: send it again, or give up.
         Any result under its id goes first, so that only the new attempt's can be read."""
+        crashed = not why and flight.claimed
         why = why or ("its worker stopped answering" if flight.claimed else "no worker took it")
-        if flight.sends >= MAX_SENDS:
-            log.warning("job %s: task %s sent %d times (%s); giving it up", flight.task.job_id, flight.task_id,
-                        flight.sends, why)
-            self._end(flight, WorkerLost("the worker crashed"))
-            return
+        if crashed:
+            flight.crashes += 1
+            if flight.crashes >= MAX_CRASHES:
+                log.warning("job %s: task %s lost its worker %d times; giving it up", flight.task.job_id,
+                            flight.task_id, flight.crashes)
+                self._end(flight, WorkerLost("the worker crashed"))
+                return
         log.warning("job %s: task %s vanished (%s); sending it again", flight.task.job_id, flight.task_id, why)
         key = self._app.backend.get_key_for_task(flight.task_id)
         await asyncio.get_running_loop().run_in_executor(self._io, self._redis.delete, key)
         if await self._send(flight):
-            flight.sends += 1
             flight.sent_at = flight.seen_at = time.monotonic()
             flight.claimed = False
 

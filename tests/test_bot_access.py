@@ -40,7 +40,7 @@ def test_rate_limit_quota_and_admin_stats(real_store: ModelStore, tmp_path: Path
             fake.text_message(admin_chat, admin, "/stats")
             stats = fake.wait_for(lambda: [c for c in fake.messages_to(ADMIN) if "Queue:" in c.params["text"]], 60)
             text = stats[0].params["text"]
-            assert "1 worker(s)" in text and "rate_limited 1" in text, text
+            assert "1 of 1 worker process(es) up" in text and "rate_limited 1" in text, text
             assert "answered from cache" in text
         finally:
             assert bot.stop() == 0, bot.log()
