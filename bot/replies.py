@@ -33,6 +33,7 @@ from storage.cache import Cache, CachedResult
 log = logging.getLogger("animebot.replies")
 
 NOTICE_WINDOW_S = 60.0  # refusals within this long of the last one edit it instead of adding one
+NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most this often, not one edit each
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class _Notice:
     message_id: int
     skipped: int
     at: float
+    edited_at: float = 0.0
+    editing: asyncio.Task[None] | None = None  # the next edit, waiting for its turn
 
 
 class Replies:
@@ -96,9 +99,9 @@ class Replies:
             if notice is not None and now - notice.at < NOTICE_WINDOW_S:
                 notice.skipped += len(req.sources)
                 notice.at = now
-                with contextlib.suppress(TelegramError):  # deleted meanwhile: the first message said it
-                    await self.bot.edit_message_text(
-                        f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
+                if notice.editing is None:  # one edit says the count so far; later refusals wait for the next
+                    delay = max(0.0, notice.edited_at + NOTICE_EDIT_EVERY_S - now)
+                    notice.editing = asyncio.create_task(self._count_in(req, text, notice, delay))
                 return
             for old in [k for k, n in self._notices.items() if now - n.at >= NOTICE_WINDOW_S]:
                 del self._notices[old]  # a chat's burst is over: forget its notice, and its lock if idle
@@ -106,7 +109,15 @@ class Replies:
                     del self._notice_locks[old]
             with contextlib.suppress(TelegramError):
                 msg = await self.say(req, text)
-                self._notices[key] = _Notice(msg.message_id, len(req.sources), now)
+                self._notices[key] = _Notice(msg.message_id, len(req.sources), now, edited_at=now)
+
+    async def _count_in(self, req: Request, text: str, notice: _Notice, delay: float) -> None:
+        """Edit the notice, after ``delay``, with the number of photos not taken by then."""
+        await asyncio.sleep(delay)
+        notice.editing, notice.edited_at = None, time.monotonic()
+        with contextlib.suppress(TelegramError):  # deleted meanwhile: the first message said it
+            await self.bot.edit_message_text(
+                f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
 
     # --- one result ---------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from bot.replies import NOTICE_EDIT_EVERY_S
 from tests.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
 from tests.test_bot_answers import jpeg, photos_sent, settled
 from tests.fake_telegram import FakeTelegram
@@ -57,9 +58,11 @@ def test_a_burst_past_the_limit_is_told_once_how_many_were_not_taken(small_bot: 
     fake.wait_for(lambda: settled(bot, fake), 60)
     waits = [c for c in fake.messages_to(chat["id"]) if c.params["text"].startswith("You already have")]
     assert len(photos_sent(fake, chat["id"])) == 1 and len(waits) == 1
-    last_edit = [c for c in fake.calls_to("editMessageText", chat["id"])
-                 if str(c.params["message_id"]) == str(waits[0].result["message_id"])][-1]
-    assert "not taken so far: 7" in last_edit.params["text"]
+    edits = [c for c in fake.calls_to("editMessageText", chat["id"])
+             if str(c.params["message_id"]) == str(waits[0].result["message_id"])]
+    assert "not taken so far: 7" in edits[-1].params["text"]
+    times = [waits[0].at] + [c.at for c in edits]  # counted in a few edits, not one a photo
+    assert len(edits) < 6 and all(b - a >= NOTICE_EDIT_EVERY_S - 0.5 for a, b in zip(times, times[1:])), times
 
 
 def test_an_album_past_the_limit_is_drawn_as_far_as_it_fits_and_says_so(small_bot: tuple[RunningBot, FakeTelegram]) -> None:
