@@ -36,7 +36,7 @@ import redis
 from celery.backends.redis import RedisBackend
 from kombu.exceptions import KombuError
 
-from bot.celery_app import (MAX_PHOTO_BYTES, QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo,
+from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo,
                             make_celery, order_to_message, read_workers, result_from_message)
 from bot.fairqueue import Task
 from bot.pool import Pool, WorkerLost, WorkerView, fail
@@ -145,9 +145,6 @@ class CeleryPool(Pool):
             task = await self._next_task()
             if task is None:
                 return  # paused for a stop
-            if len(task.order.data) > MAX_PHOTO_BYTES:  # the bot refuses these on download; never send one
-                fail(task, AnimebotError("the photo is over 20 MB", code="file_too_big"))
-                continue
             flight = _InFlight(task, f"{task.job_id}:{task.key[:32]}", time.monotonic(), time.monotonic())
             if await self._send(flight):
                 task.take(at=flight.sent_at)  # the send counts as drawing time: it is the broker's cost
@@ -205,7 +202,6 @@ class CeleryPool(Pool):
         self._beats = beats
         self._workers = [w for w in found if now - beats[w.name, w.pid][1] < BEAT_STALE_S]
         self._room.set()
-        now = time.monotonic()
         claimed = {w.task for w in self._workers if w.task}
         for flight in self._in_flight.values():
             if flight.task_id in claimed:

@@ -440,7 +440,7 @@ class JobRunner:
             file = await retrying(f"job {req.job_id}: getFile", lambda: self.bot.get_file(src.file_id))
             if file.file_size and file.file_size > DOWNLOAD_LIMIT:
                 raise Failed("file_too_big", size_mb=file.file_size / 2**20)
-            return bytes(await retrying(f"job {req.job_id}: download", file.download_as_bytearray))
+            data = bytes(await retrying(f"job {req.job_id}: download", file.download_as_bytearray))
         except BadRequest as exc:
             if "too big" in exc.message.lower():
                 raise Failed("file_too_big", size_mb=(src.file_size or DOWNLOAD_LIMIT) / 2**20) from None
@@ -449,3 +449,6 @@ class JobRunner:
         except NetworkError as exc:
             log.warning("job %s: download failed: %s", req.job_id, exc.message)
             raise Failed("download_failed") from None
+        if len(data) > DOWNLOAD_LIMIT:  # sizes given beforehand are optional: the bytes decide, for every pool
+            raise Failed("file_too_big", size_mb=len(data) / 2**20)
+        return data

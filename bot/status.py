@@ -63,9 +63,9 @@ class Status:
         ahead = min(self.pool.place(task) for task in waiting)
         return None if ahead == 0 and self.pool.running < self.pool.size else ahead
 
-    def _text(self) -> str:
+    def _text(self, ahead: int | None) -> str:
+        """The status for ``ahead`` photos before this request's (None: drawing)."""
         lang, count = self.req.lang, len(self.req.sources)
-        ahead = self._ahead()
         if count > 1:
             return t(lang, "album_drawing" if ahead is None else "album_queued", count=count)
         if ahead is None:
@@ -78,7 +78,7 @@ class Status:
         await asyncio.sleep(0)  # let the other photos of an album queue first
         req = self.req
         try:
-            message = await self.bot.send_message(req.chat_id, self._text(), reply_parameters=reply_to(req))
+            message = await self.bot.send_message(req.chat_id, self._text(self._ahead()), reply_parameters=reply_to(req))
         except TelegramError:
             return None
         await self.journal.set_status_message(req.job_id, message.message_id)  # removed after a crash
@@ -92,20 +92,16 @@ class Status:
         shown, edited = message.text, time.monotonic()
         with contextlib.suppress(TelegramError):
             while True:
-                text = self._text()
+                text = self._text(self._ahead())
                 if text != shown and time.monotonic() - edited >= EDIT_EVERY_S:
                     await self.bot.edit_message_text(text, self.req.chat_id, message.message_id)
                     shown, edited = text, time.monotonic()
-                if shown == self._drawing_text():
+                if shown == self._text(None):  # "drawing…": nothing more to follow
                     break
                 await asyncio.sleep(LOOK_EVERY_S)
             while True:
                 await self.bot.send_chat_action(self.req.chat_id, ChatAction.UPLOAD_PHOTO)
                 await asyncio.sleep(CHAT_ACTION_EVERY_S)
-
-    def _drawing_text(self) -> str:
-        count = len(self.req.sources)
-        return t(self.req.lang, "album_drawing", count=count) if count > 1 else t(self.req.lang, "drawing")
 
     async def close(self) -> None:
         if self._watcher is not None:
