@@ -24,7 +24,7 @@ from PIL import Image
 
 from bench.speed import quality
 from inference.backends import TorchStylizer
-from inference.engine import build_generator
+from inference.engine import build_animeganv2
 from inference.pipeline import resize, stylize
 from inference.prune import distill, parameter_count, prune
 from weights.store import ModelStore
@@ -55,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     entry, path = ModelStore(args.home.resolve()).require("hayao")
-    teacher = build_generator(entry, path).eval()
+    teacher = build_animeganv2(entry, path).eval()
     student = prune(teacher, args.width)
     names = [p for p in sorted(PHOTOS.glob("*.jpg")) if p.name != HELD_OUT] + [PHOTOS / HELD_OUT]
     photos = [np.asarray(resize(Image.open(p).convert("RGB"), 1024)) for p in names]

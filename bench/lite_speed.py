@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from inference.backends import OpenVinoStylizer
-from inference.engine import build_generator
+from inference.engine import build_animeganv2
 from inference.onnx_export import export
 from inference.prune import parameter_count, prune
 from weights.store import ModelStore
@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     entry, path = ModelStore(args.home.resolve()).require("hayao")
-    full = build_generator(entry, path)
+    full = build_animeganv2(entry, path)
     nets = {1.0: full} | {w: prune(full, w) for w in map(float, args.widths.split(","))}
     tmp = Path(tempfile.mkdtemp())
     models = {}

@@ -154,7 +154,7 @@ def _quantize(args: argparse.Namespace) -> int:
 def _prune(args: argparse.Namespace) -> int:
     import torch
 
-    from inference.engine import build_generator
+    from inference.engine import build_animeganv2
     from inference.prune import distill, parameter_count, prune, save_lite
 
     if not 0.3 <= args.width <= 1.0:
@@ -166,7 +166,7 @@ def _prune(args: argparse.Namespace) -> int:
     if len(photos) < 2:
         raise AnimebotError(f"{args.photos}: need at least 2 photos of 256 px or more to train on")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    teacher = build_generator(base, path)
+    teacher = build_animeganv2(base, path)
     student = prune(teacher, args.width)
     checkpoint = store.cache_dir / "prune" / f"{name}-{args.width:.2f}.pt"
     if args.fresh:

@@ -7,8 +7,9 @@ format and quality), so changing any of them never serves a stale result.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from inference.engine import face_style_for
 from inference.pipeline import ConvertSettings
 from weights.registry import ModelEntry
 from weights.store import ModelStore, WeightsError, default_style
@@ -21,6 +22,7 @@ class Styles:
     entries: tuple[ModelEntry, ...]
     default: str
     settings: ConvertSettings
+    faces_by: dict[str, str] = field(default_factory=dict)  # style -> the installed style that draws its faces
 
     @classmethod
     def from_store(cls, store: ModelStore, preferred: str | None, settings: ConvertSettings) -> "Styles":
@@ -29,7 +31,7 @@ class Styles:
         names = [e.name for e in installed]
         if preferred and preferred not in names:
             raise WeightsError(f"ANIMEBOT_STYLE={preferred!r} is not installed; installed: {', '.join(names)}")
-        return cls(installed, preferred or default, settings)
+        return cls(installed, preferred or default, settings, {n: face_style_for(store, n) for n in names})
 
     @property
     def names(self) -> list[str]:
@@ -54,8 +56,19 @@ class Styles:
             keep_colours=bool(prefs.get("keep_colours", self.settings.keep_colours)),
         )
 
+    def entry(self, name: str) -> ModelEntry:
+        return next(e for e in self.entries if e.name == name)
+
     def version(self, name: str, s: ConvertSettings) -> str:
-        entry = next(e for e in self.entries if e.name == name)
-        model = (entry.sha256 or entry.git_sha1 or "local")[:12]
+        """Names everything that makes the result's bytes, down to the model that draws its faces:
+        installing ``jp_face`` must not serve faces drawn before it."""
+        model = self._digest(name)
+        face_style = self.faces_by.get(name, name)
+        if s.faces and face_style != name:
+            model += "+" + self._digest(face_style)
         options = f"f{int(s.faces)}s{s.strength}k{int(s.keep_colours)}"
         return f"r{PIPELINE_REVISION}-{model}-{s.max_side}-{s.fmt}{s.jpeg_quality}-{options}"
+
+    def _digest(self, name: str) -> str:
+        entry = self.entry(name)
+        return (entry.sha256 or entry.git_sha1 or "local")[:12]

@@ -18,6 +18,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -98,12 +99,21 @@ class Loaded:
 
 
 class Drawer:
-    """One process's models, each loaded once on first use, and the pipeline that draws with them."""
+    """One process's models, loaded on first use, and the pipeline that draws with them.
+
+    At most ``MODELS_KEPT`` styles stay loaded, the latest used: a scene
+    style, the face style that draws its faces, and one more. With seven
+    styles installed, "all styles" would otherwise leave every one of them
+    compiled in every worker; loading one again costs a read of a 2-3 MB
+    file and a compile, far less than the memory kept.
+    """
+
+    MODELS_KEPT = 3
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
         self.store = ModelStore(spec.home)
-        self._models: dict[str, Stylizer] = {}
+        self._models: OrderedDict[str, Stylizer] = OrderedDict()
         self._detector: FaceDetector | None = None
         self._face_problem = ""
 
@@ -128,11 +138,15 @@ class Drawer:
             return WorkFailed(order.job_id, "internal", f"{exc.__class__.__name__}: {exc}")
 
     def _model(self, style: str) -> Stylizer:
-        if style not in self._models:
-            self.store.require_style(style)  # a name that is no style says what is installed instead
-            self._models[style] = load_stylizer(self.store, style, self.spec.backend,  # type: ignore[arg-type]
-                                                self.spec.threads)
-        return self._models[style]
+        if style in self._models:
+            self._models.move_to_end(style)
+            return self._models[style]
+        self.store.require_style(style)  # a name that is no style says what is installed instead
+        while len(self._models) >= self.MODELS_KEPT:
+            self._models.popitem(last=False)
+        model = load_stylizer(self.store, style, self.spec.backend, self.spec.threads)  # type: ignore[arg-type]
+        self._models[style] = model
+        return model
 
     def _faces(self, style: str) -> FaceTools | None:
         """The face pass for ``style``; None (the whole-image pass only) if its models do not load.

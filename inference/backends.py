@@ -19,11 +19,13 @@ if TYPE_CHECKING:
 
 
 class Stylizer(Protocol):
-    """A loaded style model: ``multiple`` is the size both sides must divide by."""
+    """A loaded style model: ``multiple`` is the size both sides must divide by, and
+    ``min_side`` the least each side may be (AnimeGANv3 nets were made for 256 or more)."""
 
     style: str
     backend: str
     multiple: int
+    min_side: int
 
     def __call__(self, x: np.ndarray) -> np.ndarray: ...
 
@@ -36,6 +38,7 @@ class TorchStylizer:
     backend: str
     module: torch.nn.Module | torch.jit.ScriptModule
     multiple: int = 4
+    min_side: int = 0
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         import torch
@@ -47,16 +50,23 @@ class TorchStylizer:
 
 @dataclass
 class OnnxStylizer:
-    """An ONNX model through onnxruntime; AnimeGANv3 exports take NHWC directly."""
+    """An ONNX model through onnxruntime; AnimeGANv3 exports take NHWC directly.
+
+    Some published AnimeGANv3 files were cast to float16, inputs and outputs
+    included; they get float16 in and give float32 back, like the rest.
+    """
 
     style: str
     session: object  # onnxruntime.InferenceSession
     multiple: int = 16
+    min_side: int = 0
     backend: str = "onnxruntime"
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        name = self.session.get_inputs()[0].name  # type: ignore[attr-defined]
-        return self.session.run(None, {name: x[None]})[0][0]  # type: ignore[attr-defined]
+        feed = self.session.get_inputs()[0]  # type: ignore[attr-defined]
+        dtype = np.float16 if feed.type == "tensor(float16)" else np.float32
+        y = self.session.run(None, {feed.name: x[None].astype(dtype, copy=False)})[0][0]  # type: ignore[attr-defined]
+        return y.astype(np.float32, copy=False)
 
 
 class OpenVinoStylizer:
@@ -71,18 +81,22 @@ class OpenVinoStylizer:
     On a CPU with bfloat16 units (AMX, AVX-512 BF16) OpenVINO computes in
     bfloat16 by default, 4x faster than its fp32 and 53 dB from it at 720x544
     (README, "Benchmarks"); elsewhere it computes in fp32. ``precision`` says which.
+    A float16 file's inputs and outputs are converted inside the compiled
+    model, so callers pass and get float32 as with any other.
     """
 
     backend = "openvino"
-    multiple = 16
     keep = 2
 
-    def __init__(self, style: str, path: Path, threads: int | None = None) -> None:
+    def __init__(self, style: str, path: Path, threads: int | None = None, multiple: int = 16,
+                 min_side: int = 0) -> None:
         import openvino as ov
 
         self.style = style
+        self.multiple = max(16, multiple)  # both are powers of two: 16 keeps the fast kernels
+        self.min_side = min_side
         self._core = ov.Core()
-        self._model = self._core.read_model(str(path))
+        self._model = _float32_io(self._core.read_model(str(path)))
         self._config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
         if threads:
             self._config["INFERENCE_NUM_THREADS"] = threads
@@ -106,3 +120,18 @@ class OpenVinoStylizer:
         compiled = self._core.compile_model(model, "CPU", self._config)
         self._compiled[shape] = (compiled, compiled.create_infer_request())
         return self._compiled[shape][1]
+
+
+def _float32_io(model: object) -> object:
+    """``model`` with float32 image tensors at its edges, whatever its own input and output types."""
+    import openvino as ov
+
+    ppp = ov.preprocess.PrePostProcessor(model)
+    changed = False
+    if model.input(0).get_element_type() != ov.Type.f32:  # type: ignore[attr-defined]
+        ppp.input(0).tensor().set_element_type(ov.Type.f32)
+        changed = True
+    if model.output(0).get_element_type() != ov.Type.f32:  # type: ignore[attr-defined]
+        ppp.output(0).tensor().set_element_type(ov.Type.f32)
+        changed = True
+    return ppp.build() if changed else model

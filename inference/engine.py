@@ -20,6 +20,8 @@ from weights.registry import ModelEntry
 from weights.store import ModelStore
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from inference.generator import Generator
 
 T = TypeVar("T")
@@ -30,8 +32,18 @@ BACKENDS: tuple[str, ...] = ("openvino", "onnxruntime", "torchscript", "eager")
 DEFAULT_BACKEND: Backend = "openvino"
 
 
-def build_generator(entry: ModelEntry, path: Path) -> Generator:
-    """An AnimeGANv2 generator with the weights of an installed file, in eval mode."""
+def build_generator(entry: ModelEntry, path: Path) -> nn.Module:
+    """The PyTorch net with the weights of an installed file, in eval mode: an AnimeGANv2
+    generator, or the White-box cartoon generator with its guided filter."""
+    if entry.arch == "whitebox":
+        from inference.whitebox import load_whitebox_generator
+
+        return load_whitebox_generator(path)
+    return build_animeganv2(entry, path)
+
+
+def build_animeganv2(entry: ModelEntry, path: Path) -> Generator:
+    """An AnimeGANv2 generator (the kind we can prune and quantize) from a TFLite or PyTorch file."""
     import torch
 
     from inference.generator import Generator, GeneratorWidths
@@ -60,14 +72,18 @@ def load_stylizer(store: ModelStore, style: str, backend: Backend = DEFAULT_BACK
     entry, path = store.require(style)
     if entry.kind != "style":
         raise ModelError(f"{style!r} is a {entry.kind}, not a style")
-    if entry.format == "onnx":  # AnimeGANv3 (sizes of 16), or our own quantized export (sizes of 4)
+    # AnimeGANv3 files say their own rule (16 for tiny Cute, 8 or 32 for the
+    # others); our exports of rebuilt nets need sides of 4.
+    multiple = entry.multiple or (16 if entry.arch == "animeganv3" else 4)
+    if entry.format == "onnx":
         if backend == "openvino":
-            return _openvino(entry.name, path, threads)
-        return OnnxStylizer(entry.name, _onnx_session(path, threads), 16 if entry.arch == "animeganv3" else 4)
+            return _openvino(entry, path, threads)
+        return OnnxStylizer(entry.name, _onnx_session(path, threads), multiple, entry.min_side)
     if backend == "openvino":
-        return _from_export(store, entry, path, lambda onnx: _openvino(entry.name, onnx, threads))
+        return _from_export(store, entry, path, lambda onnx: _openvino(entry, onnx, threads))
     if backend == "onnxruntime":
-        return OnnxStylizer(entry.name, _from_export(store, entry, path, lambda onnx: _onnx_session(onnx, threads)), 4)
+        session = _from_export(store, entry, path, lambda onnx: _onnx_session(onnx, threads))
+        return OnnxStylizer(entry.name, session, multiple, entry.min_side)
     import torch
 
     from inference.torchscript import load_or_export
@@ -76,8 +92,10 @@ def load_stylizer(store: ModelStore, style: str, backend: Backend = DEFAULT_BACK
         torch.set_num_threads(threads)
     net = build_generator(entry, path)
     if backend == "eager":
-        return TorchStylizer(entry.name, "eager", net)
-    return TorchStylizer(entry.name, "torchscript", load_or_export(net, weights_digest(entry, path), store.cache_dir))
+        return TorchStylizer(entry.name, "eager", net, multiple, entry.min_side)
+    ident = {**_export_ident(entry, path), "torch": torch.__version__, "torchscript": 2}
+    scripted = load_or_export(net, key_for(ident), store.cache_dir)
+    return TorchStylizer(entry.name, "torchscript", scripted, multiple, entry.min_side)
 
 
 def weights_digest(entry: ModelEntry, path: Path) -> str:
@@ -90,14 +108,22 @@ def exported_onnx(store: ModelStore, entry: ModelEntry, path: Path) -> Path:
 
     Its name comes from the registry entry, not the built net, so a worker
     finds the file without importing torch."""
-    ident = {"weights": weights_digest(entry, path), "format": entry.format, "widths": entry.widths,
-             "upsample": entry.upsample, "eps": entry.eps, "export": 4}
+    ident = {**_export_ident(entry, path), "export": 4}
     return onnx_export.load_or_export(lambda: build_generator(entry, path), key_for(ident), store.cache_dir)
 
 
-def _openvino(name: str, path: Path, threads: int | None) -> OpenVinoStylizer:
+def _export_ident(entry: ModelEntry, path: Path) -> dict[str, object]:
+    """Everything about an entry that changes the net :func:`build_generator` makes."""
+    ident: dict[str, object] = {"weights": weights_digest(entry, path), "format": entry.format,
+                                "widths": entry.widths, "upsample": entry.upsample, "eps": entry.eps}
+    if entry.arch != "animeganv2":  # keeps the keys of existing caches
+        ident["arch"] = entry.arch
+    return ident
+
+
+def _openvino(entry: ModelEntry, path: Path, threads: int | None) -> OpenVinoStylizer:
     try:
-        return OpenVinoStylizer(name, path, threads)
+        return OpenVinoStylizer(entry.name, path, threads, entry.multiple or 16, entry.min_side)
     except Exception as exc:
         raise ModelError(f"{path.name}: OpenVINO cannot load this model ({exc.__class__.__name__})") from exc
 
@@ -112,13 +138,14 @@ def _from_export(store: ModelStore, entry: ModelEntry, path: Path, load: Callabl
         return load(exported_onnx(store, entry, path))
 
 
-FACE_STYLE = "face_paint_512_v2"  # trained on aligned 512 px faces; used for faces when installed
 DETECTOR = "det_500m"
 
 
 def face_style_for(store: ModelStore, style: str) -> str:
-    """The style that draws faces for ``style``: the face model when installed, else ``style`` itself."""
-    return FACE_STYLE if store.is_installed(store.entry(FACE_STYLE)) else style
+    """The style that draws faces for ``style``: the first installed of its registry
+    ``face_styles`` (``jp_face`` for the scene styles), else ``style`` itself."""
+    wanted = store.entry(style).face_styles
+    return next((name for name in wanted if store.is_installed(store.entry(name))), style)
 
 
 def load_detector(store: ModelStore, threads: int | None = None) -> FaceDetector:

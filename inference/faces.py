@@ -112,27 +112,39 @@ def warp(src: np.ndarray, m: np.ndarray, size: tuple[int, int], border: int = cv
     return cv2.warpAffine(src, m, size, flags=cv2.INTER_LINEAR, borderMode=border)
 
 
-def crop_mask() -> np.ndarray:
-    """A soft ellipse: 1 over the face, easing to 0 well before the crop's edge."""
+def crop_mask(centre_y: float = 0.5, radius_x: float = 0.46, radius_y: float = 0.48,
+              feather: float = 0.35) -> np.ndarray:
+    """A soft ellipse (sizes in crops): 1 over the face, easing to 0 well before the crop's edge."""
     y, x = np.mgrid[0:CROP, 0:CROP].astype(np.float32) + 0.5
-    d = np.hypot((x - CROP * 0.5) / (CROP * 0.46), (y - CROP * 0.5) / (CROP * 0.48))
-    t = np.clip((1.0 - d) / 0.35, 0.0, 1.0)
+    d = np.hypot((x - CROP * 0.5) / (CROP * radius_x), (y - CROP * centre_y) / (CROP * radius_y))
+    t = np.clip((1.0 - d) / feather, 0.0, 1.0)
     return t * t * (3 - 2 * t)  # smoothstep: no kink for the eye to find
 
 
-def paste_faces(whole: np.ndarray, styled: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+def skin_mask() -> np.ndarray:
+    """The face itself in the aligned crop, brow to chin (eyes at 47%, mouth at 70% of the height)."""
+    return crop_mask(centre_y=0.6, radius_x=0.27, radius_y=0.31, feather=0.4)
+
+
+def paste_faces(whole: np.ndarray, styled: list[tuple[np.ndarray, np.ndarray]],
+                scene_light: bool = False) -> np.ndarray:
     """Blend stylized crops into the whole-image result.
 
     ``styled`` holds (crop, matrix from crop to result pixels). Each crop's
     mean colour under its mask is first matched to the whole-image result
     there (in Oklab), so a face pass that came out a shade warmer leaves no
-    colour step at its border.
+    colour step at its border. With ``scene_light`` (crops from a face
+    model), the hair and background around the face also take the scene's
+    light and colour and keep only their own lines: ``jp_face`` paints the
+    background of a crop pale, which showed as a halo around every head on
+    a dark wall.
     """
     if not styled:
         return whole
     h, w = whole.shape[:2]
     base = whole.astype(np.float32)
     mask = crop_mask()
+    skin = skin_mask() if scene_light else None
     weight_sum = np.zeros((h, w), np.float32)
     mix = np.zeros((h, w, 3), np.float32)
     keep = np.ones((h, w), np.float32)
@@ -140,6 +152,10 @@ def paste_faces(whole: np.ndarray, styled: list[tuple[np.ndarray, np.ndarray]]) 
         face = warp(crop, m, (w, h)).astype(np.float32)
         alpha = warp(mask, m, (w, h), border=cv2.BORDER_CONSTANT)
         face = _match_mean_colour(face, base, alpha)
+        if skin is not None:
+            face_skin = warp(skin, m, (w, h), border=cv2.BORDER_CONSTANT)
+            face = _scene_light_around(face, base, alpha, face_skin)
+            alpha = alpha * _agreeing(face, base, face_skin)
         mix += alpha[..., None] * face
         weight_sum += alpha
         keep *= 1.0 - alpha
@@ -164,6 +180,32 @@ def _match_mean_colour(face: np.ndarray, base: np.ndarray, alpha: np.ndarray) ->
     return out
 
 
+def _scene_light_around(face: np.ndarray, base: np.ndarray, alpha: np.ndarray, skin: np.ndarray) -> np.ndarray:
+    """``face`` with the low frequencies of ``base`` outside the ``skin`` mask: its lines, the
+    scene's light. The blur is normalised by ``alpha``, so pixels the crop does not cover never
+    pull it."""
+    ys, xs = np.nonzero(alpha > 0.01)
+    if len(ys) == 0:
+        return face
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    a = alpha[y0:y1, x0:x1]
+    sigma = max(2.0, (y1 - y0) / 16)
+    diff = (base[y0:y1, x0:x1] - face[y0:y1, x0:x1]) * a[..., None]
+    low = cv2.GaussianBlur(diff, (0, 0), sigma) / np.maximum(cv2.GaussianBlur(a, (0, 0), sigma), 1e-3)[..., None]
+    out = face.copy()
+    out[y0:y1, x0:x1] += (1.0 - skin[y0:y1, x0:x1, None]) * low
+    return out
+
+
+def _agreeing(face: np.ndarray, base: np.ndarray, skin: np.ndarray) -> np.ndarray:
+    """How much of ``face`` to keep: all of it on the skin; around it, only where its lightness is
+    near the scene's (hair, collars), not where it paints something else (a pale rim of background)."""
+    diff = np.abs(face.mean(axis=2) - base.mean(axis=2)) / 255.0
+    agree = np.clip(1.0 - (diff - 0.06) / 0.10, 0.0, 1.0)
+    agree = cv2.GaussianBlur(agree, (0, 0), 1.5)
+    return skin + (1.0 - skin) * agree
+
+
 def face_pass(photo: np.ndarray, whole: np.ndarray, faces: list[Face],
               stylize: Callable[[np.ndarray], np.ndarray], face_model: bool = False) -> tuple[np.ndarray, list[Face]]:
     """Stylize each face worth a pass at 512 px and paste it into ``whole``.
@@ -181,4 +223,4 @@ def face_pass(photo: np.ndarray, whole: np.ndarray, faces: list[Face],
         crop = warp(photo, m, (CROP, CROP))
         to_result = cv2.invertAffineTransform(m) * scale
         styled.append((stylize(crop), to_result))
-    return paste_faces(whole, styled), chosen
+    return paste_faces(whole, styled, scene_light=face_model), chosen

@@ -143,7 +143,7 @@ class Generator(nn.Module):
     def _up(self, x: torch.Tensor) -> torch.Tensor:
         if self.upsample == "half_pixel":
             return F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
-        return _upsample_asymmetric(x)
+        return upsample_asymmetric(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.block_a(x)
@@ -153,7 +153,7 @@ class Generator(nn.Module):
         return self.out_layer(x)
 
 
-def _upsample_asymmetric(x: torch.Tensor) -> torch.Tensor:
+def upsample_asymmetric(x: torch.Tensor) -> torch.Tensor:
     """2x bilinear upsampling on TF1's legacy grid: output pixel i samples input i / 2.
 
     TF clamps at the last row and column. Padding one replicated row and

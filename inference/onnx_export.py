@@ -18,11 +18,9 @@ from storage.files import write_atomically
 if TYPE_CHECKING:
     import torch
 
-    from inference.generator import Generator
 
-
-def export(net: Generator) -> bytes:
-    """The ONNX model (opset 17) for any image size, NHWC in and out, as bytes."""
+def export(net: torch.nn.Module) -> bytes:
+    """The ONNX model (opset 17) of an NCHW image net for any image size, NHWC in and out, as bytes."""
     import torch
 
     class Nhwc(torch.nn.Module):
@@ -47,7 +45,7 @@ def export(net: Generator) -> bytes:
     return buf.getvalue()
 
 
-def _with_plain_norms(net: Generator) -> torch.nn.Module:
+def _with_plain_norms(net: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``net`` whose one-group GroupNorms are written out as mean and variance.
 
     torch exports GroupNorm as reshape, InstanceNormalization, reshape; the
@@ -81,7 +79,7 @@ def _with_plain_norms(net: Generator) -> torch.nn.Module:
     return plain
 
 
-def load_or_export(build: Callable[[], Generator], key: str, cache_dir: Path) -> Path:
+def load_or_export(build: Callable[[], torch.nn.Module], key: str, cache_dir: Path) -> Path:
     """The cached ONNX file named ``key``; on first use ``build()`` makes the net, saved atomically."""
     path = cache_dir / "onnx" / f"{key}.onnx"
     if path.is_file():

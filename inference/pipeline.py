@@ -115,14 +115,15 @@ def _long_side(data: bytes, max_side: int) -> int:
 def stylize(img: Image.Image, model: Stylizer) -> Image.Image:
     """Run ``model`` on an RGB image of any size; the result has the same size.
 
-    The model needs sides divisible by ``model.multiple``; we mirror-pad the
-    bottom and right edges (as the network pads internally) and crop the
-    padding back off, so nothing is stretched.
+    The model needs sides divisible by ``model.multiple`` and at least
+    ``model.min_side``; we mirror-pad the bottom and right edges (as the
+    network pads internally) and crop the padding back off, so nothing is
+    stretched.
     """
     x = np.asarray(img, dtype=np.float32) * (1 / 127.5) - 1.0
     h, w = x.shape[:2]
     m = model.multiple
-    pad_h, pad_w = -h % m, -w % m
+    pad_h, pad_w = (max(side, model.min_side) + -max(side, model.min_side) % m - side for side in (h, w))
     if pad_h or pad_w:
         x = np.pad(x, ((0, pad_h), (0, pad_w), (0, 0)), mode="reflect")
     y = model(np.ascontiguousarray(x))[:h, :w]

@@ -39,7 +39,7 @@ def _norm_scopes(n_res: int) -> list[str]:
     return scopes
 
 
-class _Graph:
+class TfliteGraph:
     """Just enough of a TFLite subgraph to read constants and operators."""
 
     def __init__(self, data: bytes) -> None:
@@ -90,7 +90,7 @@ class _Graph:
         return self.const(self.by_name[name])
 
 
-def _options(op: object, cls: type) -> object:
+def op_options(op: object, cls: type) -> object:
     table = op.BuiltinOptions()  # type: ignore[attr-defined]
     opts = cls()
     opts.Init(table.Bytes, table.Pos)
@@ -99,7 +99,7 @@ def _options(op: object, cls: type) -> object:
 
 def load_tflite_generator(path: Path) -> Generator:
     """Build a Generator whose weights are the TFLite model's, dequantized to float32."""
-    g = _Graph(Path(path).read_bytes())
+    g = TfliteGraph(Path(path).read_bytes())
     convs = [op for op in g.ops if op[0] in ("CONV_2D", "DEPTHWISE_CONV_2D")]
     kernels, biases = [], []
     for kind, ins, _outs, _op in convs:
@@ -112,7 +112,7 @@ def load_tflite_generator(path: Path) -> Generator:
     resize = [op for op in g.ops if op[0] == "RESIZE_BILINEAR"]
     if len(resize) != 2:
         raise ModelError(f"expected 2 bilinear upsamplings, found {len(resize)}")
-    rb = _options(resize[0][3], tflite.ResizeBilinearOptions)
+    rb = op_options(resize[0][3], tflite.ResizeBilinearOptions)
     if rb.AlignCorners():  # type: ignore[attr-defined]
         raise ModelError("align_corners upsampling is not supported")
     upsample: UpsampleMode = "half_pixel" if rb.HalfPixelCenters() else "asymmetric"  # type: ignore[attr-defined]
@@ -158,7 +158,7 @@ def _widths_from_kernels(kernels: list[np.ndarray]) -> GeneratorWidths:
     )
 
 
-def _layernorm_eps(g: _Graph) -> float:
+def _layernorm_eps(g: TfliteGraph) -> float:
     """The epsilon TF added to the variance (1e-12 for tf.contrib's layer_norm)."""
     for kind, ins, _outs, _op in g.ops:
         if kind == "ADD" and g.name(ins[0]).endswith("moments/variance"):

@@ -13,22 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from torch import nn
 
-from inference.generator import Generator
 from storage.files import replacing
-from weights.hashing import key_for
-
-
-def cache_key(weights_digest: str, net: Generator) -> str:
-    ident = {
-        "weights": weights_digest,
-        "widths": net.widths.to_dict(),
-        "upsample": net.upsample,
-        "eps": net.block_a[0][2].eps,  # type: ignore[index]  # nn.Sequential items are typed Module; this one is a ConvNormLReLU
-        "torch": torch.__version__,
-        "format": 2,
-    }
-    return key_for(ident)
 
 
 @contextmanager
@@ -40,7 +27,7 @@ def _quiet_torchscript() -> Iterator[None]:
         yield
 
 
-def export(net: Generator) -> torch.jit.ScriptModule:
+def export(net: nn.Module) -> torch.jit.ScriptModule:
     """Trace and freeze a generator for inference on any input size.
 
     Freezing inlines the weights and runs TorchScript's frozen-graph
@@ -54,9 +41,10 @@ def export(net: Generator) -> torch.jit.ScriptModule:
         return torch.jit.freeze(torch.jit.trace(net, example))
 
 
-def load_or_export(net: Generator, weights_digest: str, cache_dir: Path) -> torch.jit.ScriptModule:
-    """The cached TorchScript module for ``net``, exporting and saving it on first use."""
-    path = cache_dir / "torchscript" / f"{cache_key(weights_digest, net)}.pt"
+def load_or_export(net: nn.Module, key: str, cache_dir: Path) -> torch.jit.ScriptModule:
+    """The cached TorchScript module named ``key`` (which must name the weights, the net's
+    shape and the torch version), exporting and saving ``net`` on first use."""
+    path = cache_dir / "torchscript" / f"{key}.pt"
     if path.is_file():
         try:
             with _quiet_torchscript():

@@ -34,6 +34,8 @@ PHOTOS = SHARED / "photos"
 HAYAO_FILE = MODELS / "animeganv2_hayao_256x256_integer_quant.tflite"
 CUTE_FILE = MODELS / "AnimeGANv3_tiny_Cute.onnx"
 DET_FILE = MODELS / "det_500m.onnx"
+# The styles a data dir has once every file in ../shared/models is imported.
+STYLE_NAMES = ("hayao", "cute", "hayao_v3", "shinkai", "jp_face", "sketch", "cartoon")
 
 T = TypeVar("T")
 TINY_WIDTHS = GeneratorWidths(
@@ -42,7 +44,8 @@ TINY_WIDTHS = GeneratorWidths(
 
 # Fixtures that read ../shared. ``detector`` and ``face_store`` are tests/test_faces.py's, which
 # load the real face detector; they are named here so those tests are marked like the rest.
-SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo", "detector", "face_store"})
+SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo", "detector", "face_store",
+                             "styles_store"})
 # A test that can start the bot process: its module imports a starter, and it has a model to give
 # the bot (no bot starts without a style). Each start costs seconds.
 BOT_STARTERS = (start_bot, serving)
@@ -140,6 +143,20 @@ def real_store(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> Mo
     for optional in (CUTE_FILE, DET_FILE):
         if optional.is_file():
             store.import_file(optional)
+    return store
+
+
+@pytest.fixture(scope="session")
+def styles_store(tmp_path_factory: pytest.TempPathFactory) -> ModelStore:
+    """A data dir with every model in ../shared/models imported, as ``weights import`` a folder
+    does: all seven styles, the detector. Shared by readers."""
+    from weights.registry import builtin_entries
+
+    wanted = [MODELS / e.filename for e in builtin_entries() if e.name in STYLE_NAMES]
+    for path in wanted:
+        _need(path)
+    store = ModelStore(tmp_path_factory.mktemp("styles-home"))
+    store.import_folder(MODELS)
     return store
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import ConfigError, load_config
-from inference.engine import build_generator
+from inference.engine import build_animeganv2
 from inference.prune import prune, save_lite
 from tests.bot_harness import private_chat, start_bot
 from tests.conftest import synthetic_photo
@@ -27,7 +27,7 @@ def test_fast_mode_pairs_are_parsed_and_checked() -> None:
 def test_a_long_queue_switches_to_the_lite_style(hayao_file: Path, tmp_path: Path) -> None:
     store = ModelStore(tmp_path / "home")
     base = store.import_file(hayao_file)
-    save_lite(store, base, "hayao-lite", prune(build_generator(base, store.path(base)), 0.6), 0.6)
+    save_lite(store, base, "hayao-lite", prune(build_animeganv2(base, store.path(base)), 0.6), 0.6)
     with FakeTelegram() as fake:
         # a queue depth of 0 counts as long, so every photo is drawn in fast mode
         bot = start_bot(fake, tmp_path / "bot", store.home, ANIMEBOT_FAST_MODE="hayao=hayao-lite",

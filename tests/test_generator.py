@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from inference.generator import Generator, GeneratorWidths, _upsample_asymmetric
+from inference.generator import Generator, GeneratorWidths, upsample_asymmetric
 from tests.conftest import TINY_WIDTHS
 
 
@@ -55,7 +55,7 @@ def test_output_keeps_the_input_size_and_range() -> None:
 
 def test_asymmetric_upsampling_is_tf1_legacy_bilinear() -> None:
     x = torch.arange(12, dtype=torch.float32).reshape(1, 1, 3, 4)
-    y = _upsample_asymmetric(x)
+    y = upsample_asymmetric(x)
     # Source coordinate = destination / 2, clamped at the last row and column.
     for i in range(6):
         for j in range(8):

@@ -79,6 +79,7 @@ class _Unchanged:
     style = "unchanged"
     backend = "numpy"
     multiple = 1
+    min_side = 0
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return x

@@ -6,7 +6,7 @@ trained "lite" model, needs no code change.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ class ModelEntry:
 
     name: str
     label: str
-    kind: str  # "style" or "detector"
+    kind: str  # "style", "detector", or "sample" (the photo /style previews every style on)
     arch: str  # "animeganv2", "animeganv3" or "scrfd"
     format: str  # "tflite", "pytorch" or "onnx"
     filename: str
@@ -33,6 +33,24 @@ class ModelEntry:
     widths: dict[str, Any] | None = None  # only for pruned generators
     upsample: str = "half_pixel"  # the bilinear grid a pytorch-format generator was trained with
     eps: float = 1e-5  # its normalisation epsilon
+    # What users see: a short display name and a one-line description per
+    # language ("en", "zh"), and whom to thank (/about).
+    names: dict[str, str] = field(default_factory=dict)
+    about: dict[str, str] = field(default_factory=dict)
+    credits: str = ""
+    look: str = "scene"  # "scene", "face" (made for aligned face crops), "line_art" or "detector"
+    # The styles that draw this style's faces, first installed wins; none
+    # installed (or an empty list) means the style draws its own faces.
+    face_styles: tuple[str, ...] = ()
+    multiple: int | None = None  # both sides must divide by this (None: the backend's own)
+    min_side: int = 0  # each side is padded up to at least this (AnimeGANv3 wants 256)
+
+    def display(self, lang: str) -> str:
+        """The style's short name in ``lang``, else English, else the label."""
+        return self.names.get(lang) or self.names.get("en") or self.label
+
+    def describe(self, lang: str) -> str:
+        return self.about.get(lang) or self.about.get("en") or self.label
 
     def matches(self, sha256: str, git_sha1: str) -> bool:
         """True when the hashes of some bytes are this entry's published ones."""
@@ -44,7 +62,7 @@ class ModelEntry:
 
 
 def parse_entries(data: dict[str, Any]) -> list[ModelEntry]:
-    return [ModelEntry(**item) for item in data["models"]]
+    return [ModelEntry(**{**item, "face_styles": tuple(item.get("face_styles", ()))}) for item in data["models"]]
 
 
 @lru_cache(maxsize=1)
