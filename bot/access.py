@@ -52,8 +52,12 @@ class Limits:
         self.per_minute = per_minute
         self.per_day = per_day
 
-    async def allowance(self, user_id: int, photos: int, now: float | None = None) -> tuple[int, Refusal | None]:
-        """How many of ``photos`` the user may have now (the first ones), and why not the rest."""
+    async def allowance(self, user_id: int, photos: int, now: float | None = None,
+                        drawing: int | None = None) -> tuple[int, Refusal | None]:
+        """How many of ``photos`` the user may have now (the first ones), and why not the rest.
+
+        ``drawing`` is how many of them must be drawn (default: all), for the quota; answers from the
+        cache use none of it. Past the quota, the count returned is how many may still be drawn."""
         if self.access.is_admin(user_id):
             return photos, None
         now = time.time() if now is None else now
@@ -64,6 +68,6 @@ class Limits:
         if self.per_day:
             day_start = now - now % 86400  # UTC midnight
             left = max(0, self.per_day - await self.journal.drawn_since(user_id, day_start))
-            if left < photos:
+            if left < (photos if drawing is None else drawing):
                 return left, Refusal("quota_reached", {"count": self.per_day})
         return photos, None

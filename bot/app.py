@@ -67,6 +67,8 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(MessageHandler(groups & images, photos.group_media))
     app.add_handler(CallbackQueryHandler(presses.redraw_button, pattern=keyboards.REDRAW))
     app.add_handler(CallbackQueryHandler(presses.full_size_button, pattern=keyboards.FULL_SIZE))
+    app.add_handler(CallbackQueryHandler(presses.all_styles_button, pattern=keyboards.ALL_STYLES))
+    app.add_handler(CallbackQueryHandler(presses.preview_button, pattern=keyboards.PREVIEW_MINE))
     app.add_handler(CallbackQueryHandler(presses.style_button, pattern=keyboards.SET_STYLE))
     app.add_handler(CallbackQueryHandler(presses.lang_button, pattern=keyboards.SET_LANG))
     app.add_handler(CallbackQueryHandler(presses.option_button, pattern=keyboards.SET_OPTION))

@@ -17,6 +17,8 @@ from bot import keyboards
 from bot.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
 from bot.i18n import t
 from bot.photos import anime_command
+from bot.previews import PREVIEW_SETTINGS
+from bot.requests import Request, Source
 
 log = logging.getLogger("animebot.handlers")
 
@@ -81,23 +83,38 @@ async def start(update: Update, context: Context) -> None:
 async def help_command(update: Update, context: Context) -> None:
     st = state(context)
     lang = await user_lang(st, update.effective_user)
-    await update.effective_message.reply_text(t(lang, "help", styles=", ".join(st.styles.names)))
+    styles = ", ".join(f"{st.styles.display(n, lang)} ({n})" for n in st.styles.ordered)
+    await update.effective_message.reply_text(t(lang, "help", styles=styles))
 
 
 async def about(update: Update, context: Context) -> None:
+    """Credits: each installed style by its name, with who made it and on what terms."""
     st = state(context)
     lang = await user_lang(st, update.effective_user)
-    models = "\n".join(f"• {e.label}: {e.license}" for e in st.styles.entries)
-    await update.effective_message.reply_text(t(lang, "about", models=models))
+    models = "\n".join(t(lang, "about_style", name=st.styles.display(n, lang), command=n,
+                         credits=e.credits or e.label, license=e.license)
+                       for n in st.styles.ordered for e in [st.styles.entry(n)])
+    others = "\n".join(f"• {e.display(lang)}: {e.credits or e.label}; {e.license}" for e in st.styles.others)
+    await update.effective_message.reply_text(t(lang, "about", models=models, others=others or "-"))
 
 
 async def style_command(update: Update, context: Context) -> None:
+    """The style menu: a picture of every style drawn on the sample photo, with a button per style
+    (drawn by the workers the first time, sent by file_id after); without a sample, a text list."""
     st = state(context)
-    lang = await user_lang(st, update.effective_user)
-    current = await user_style(st, update.effective_user)
-    await update.effective_message.reply_text(
-        t(lang, "style_prompt", style=st.styles.label(current)),
-        reply_markup=keyboards.style_keyboard(st.styles, current, update.effective_user.id))
+    message, user = update.effective_message, update.effective_user
+    lang = await user_lang(st, user)
+    current = await user_style(st, user)
+    if st.styles.sample is not None and st.styles.sample_sha256:
+        await st.runner.run(Request(
+            job_id=str(update.update_id), chat_id=message.chat_id, user_id=user.id, reply_to=message.message_id,
+            lang=lang, style=current, styles=tuple(st.styles.ordered), preview=True, settings=PREVIEW_SETTINGS,
+            sources=(Source("", sha256=st.styles.sample_sha256, sample=True),),
+        ))
+        return
+    own = await st.cache.last_photo(user.id) is not None
+    await message.reply_text(keyboards.style_menu_text(st.styles, current, lang, own),
+                             reply_markup=keyboards.style_keyboard(st.styles, current, user.id, lang, own))
 
 
 async def lang_command(update: Update, context: Context) -> None:

@@ -24,13 +24,43 @@ TEXTS: dict[str, dict[str, str]] = {
             "• /style: choose your default style ({styles}).\n"
             "• Buttons under a result: redraw in another style, or get the full-size file "
             "(Telegram recompresses photos; the file is exactly what I drew).\n"
+            "• “All styles” under a result: the same photo in every other style, as an album. "
+            "Each style counts as one photo of your daily quota.\n"
+            "• /style shows every style on a sample photo, free. “Preview on my last photo” draws them "
+            "all on your own last photo, for 1 photo of your daily quota.\n"
             "• In groups: reply /anime to a photo (optionally /anime STYLE), or caption a photo /anime.\n"
             "• /settings: faces at full detail, strength, keep the photo's colours.\n"
             "• /lang: language. /about: credits and licences.\n\n"
             "Repeats are instant: I remember what I've drawn."
         ),
-        "about": "animebot draws photos as anime on an ordinary CPU.\n\nModels and their terms:\n{models}",
+        "about": "animebot draws photos as anime on an ordinary CPU.\n\nStyles, who made them, and their terms:\n"
+                 "{models}\n\nAlso used:\n{others}",
+        "about_style": "• {name} ({command})\n  {credits}\n  Licence: {license}",
         "style_prompt": "Pick a style. Your current one is {style}.",
+        "style_line": "{number}. {name}: {about}",
+        "style_invite": "Send me a photo to see it drawn: the buttons under the result redraw it in another "
+                        "style, and “All styles” draws it in every one.",
+        "style_own_hint": "“Preview on my last photo” draws every style on the last photo you sent "
+                          "(1 photo of your daily quota).",
+        "preview_sample": "Every style on one photo. Your current one is {style}; tap a number to choose:",
+        "preview_own": "Your last photo in every style. Your current one is {style}; tap a number to choose:",
+        "preview_missing": "({count} of the styles could not be drawn just now; they are left out.)",
+        "preview_drawing": "Drawing every style on one photo for the previews…",
+        "preview_mine": "🖼 Preview on my last photo",
+        "no_last_photo": "Send me a photo first: then I can preview every style on it.",
+        "all_styles": "🖼 All styles",
+        "styles_queued": "{count} styles: in queue…",
+        "styles_drawing": "{count} styles: drawing…",
+        "styles_buttons": "Full-size files, by style:",
+        "styles_quota_partial": "Not drawn: the last {left_out} of the {count} styles, over today's limit of "
+                                "{limit} photos. It resets at midnight UTC.",
+        "styles_limit_partial": "I took {taken} of the {count} styles; the other {left_out} would pass the {limit} "
+                                "photos I keep waiting for one person, so press All styles again once these are back.",
+        "styles_busy_partial": "I took {taken} of the {count} styles; the other {left_out} did not fit in my queue, "
+                               "which is full right now, so press All styles again in a minute.",
+        "selfie_only": "🙂 {style} is made for selfies, and the faces in this photo are small. "
+                       "For a scene like this one, try {scene}.",
+        "selfie_only_plain": "🙂 {style} is made for selfies, and the faces in this photo are small.",
         "style_set": "Style set to {style}. Send a photo!",
         "lang_prompt": "Choose a language:",
         "lang_set": "Language set to English.",
@@ -119,13 +149,37 @@ TEXTS: dict[str, dict[str, str]] = {
             "• 发送照片、图片文件或相册，我会回复动漫版本。\n"
             "• /style：选择默认画风（{styles}）。\n"
             "• 结果下方的按钮：换画风重画，或获取原尺寸文件（Telegram 会压缩照片，文件是原样的结果）。\n"
+            "• 结果下方的“全部画风”：同一张照片的其他所有画风，以相册发送。每种画风计入每日额度的一张。\n"
+            "• /style 在一张示例照片上展示所有画风，不计额度。“用我上一张照片预览”会把所有画风画在你上一张照片上，"
+            "计入每日额度的一张。\n"
             "• 群组中：用 /anime 回复照片（可加画风，如 /anime STYLE），或给照片加说明 /anime。\n"
             "• /settings：人脸精细重绘、画风强度、保留照片颜色。\n"
             "• /lang：语言。/about：致谢与许可。\n\n"
             "重复的照片会立刻回复：画过的我都记得。"
         ),
-        "about": "animebot 在普通 CPU 上把照片画成动漫。\n\n模型及其条款：\n{models}",
+        "about": "animebot 在普通 CPU 上把照片画成动漫。\n\n画风、作者及其条款：\n{models}\n\n另外使用：\n{others}",
+        "about_style": "• {name}（{command}）\n  {credits}\n  许可：{license}",
         "style_prompt": "选择画风。当前画风：{style}。",
+        "style_line": "{number}. {name}：{about}",
+        "style_invite": "发给我一张照片看看效果：结果下方的按钮可以换一种画风重画，“全部画风”会用每种画风各画一张。",
+        "style_own_hint": "“用我上一张照片预览”会把每种画风画在你上一张照片上（计入每日额度的一张）。",
+        "preview_sample": "同一张照片的所有画风。当前画风：{style}；点编号即可选择：",
+        "preview_own": "你上一张照片的所有画风。当前画风：{style}；点编号即可选择：",
+        "preview_missing": "（有 {count} 种画风暂时画不了，未列出。）",
+        "preview_drawing": "正在为预览用每种画风各画一张…",
+        "preview_mine": "🖼 用我上一张照片预览",
+        "no_last_photo": "请先发一张照片给我，然后我才能用每种画风预览它。",
+        "all_styles": "🖼 全部画风",
+        "styles_queued": "{count} 种画风：排队中…",
+        "styles_drawing": "{count} 种画风：正在绘制…",
+        "styles_buttons": "各画风的原尺寸文件：",
+        "styles_quota_partial": "{count} 种画风中有 {left_out} 种超出了今天 {limit} 张的上限，未被绘制。UTC 午夜重置。",
+        "styles_limit_partial": "{count} 种画风中我收下了 {taken} 种；其余 {left_out} 种会超过每人 {limit} 张的等待上限，"
+                                "请等这些完成后再点“全部画风”。",
+        "styles_busy_partial": "{count} 种画风中我收下了 {taken} 种；其余 {left_out} 种排不进已满的队列，"
+                               "请一分钟后再点“全部画风”。",
+        "selfie_only": "🙂 {style}是为自拍设计的，这张照片里的人脸太小。这样的场景可以试试{scene}。",
+        "selfie_only_plain": "🙂 {style}是为自拍设计的，这张照片里的人脸太小。",
         "style_set": "画风已设为 {style}。发一张照片吧！",
         "lang_prompt": "选择语言：",
         "lang_set": "语言已设为简体中文。",

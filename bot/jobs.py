@@ -19,10 +19,10 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 
-from telegram import Bot
+from telegram import Bot, Message
 from telegram.error import BadRequest, Forbidden, NetworkError, TelegramError
 
-from bot import metrics
+from bot import metrics, previews
 from bot.access import Access, Limits, Refusal
 from bot.i18n import t
 from bot.fairqueue import Task
@@ -34,6 +34,7 @@ from bot.status import Status
 from bot.styles import Styles
 from bot.worker_process import WorkOrder
 from inference.errors import AnimebotError
+from inference.pipeline import Converted
 from storage.cache import Cache, CachedResult, result_key
 from storage.journal import Journal
 
@@ -93,7 +94,9 @@ class JobRunner:
         with contextlib.ExitStack() as held:
             async with self._turn(req.user_id):
                 taken = await self._take_on(req, held)
-            if isinstance(taken, Refusal):
+            if isinstance(taken, Refusal) and req.preview and not req.units:
+                await self.replies.style_menu(req)  # the sample's previews cannot be drawn now: the menu as text
+            elif isinstance(taken, Refusal):
                 await self.replies.refuse(req, taken)
             elif taken is not None:
                 req, reservation = taken
@@ -112,20 +115,25 @@ class JobRunner:
         if await self.journal.job_state(req.job_id) is not None:
             log.info("job %s: already taken on; its update came again", req.job_id)
             return None
-        n = len(req.sources)
+        n = req.units
         parts = [s.message_id for s in req.sources if s.message_id is not None]
         album = (req.album, parts) if req.album else None  # all of them, even those the quota leaves out
         refusal = None
-        if self.limits is not None:
-            allowed, refusal = await self.limits.allowance(req.user_id, n)
-            if 0 < allowed < n:  # an album over what is left of today's quota: draw what fits
-                req, refusal = replace(req, sources=req.sources[:allowed], left_out=n - allowed), None
         needs = await self._needs(req)  # a press of a cached result's button draws nothing
+        if self.limits is not None and n:
+            # The rate counts what was asked for; the quota only what must be drawn (a preview sheet is one).
+            drawing = int(any(needs)) if req.preview else sum(needs)
+            allowed, refusal = await self.limits.allowance(req.user_id, n, drawing=drawing)
+            if refusal is not None and refusal.code == "quota_reached" and allowed > 0 and not req.preview:
+                # an album, or "All styles", over what is left of today's quota: draw what fits
+                keep = _keep(needs, allowed)
+                req, refusal = replace(req.first(keep), left_out=len(needs) - keep), None
+                needs = needs[:keep]
         # From here to reserve() and _counted(), no await: other users' requests race for the same room.
         reservation = None
         if refusal is None:
             req, refusal = self._fit(req, needs)
-            reservation = self.pool.reserve(sum(needs[:len(req.sources)])) if refusal is None else None
+            reservation = self.pool.reserve(sum(needs[:len(req.items)])) if refusal is None else None
         if refusal is not None or reservation is None:
             refusal = refusal or Refusal("busy", {})
             await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req),
@@ -134,8 +142,8 @@ class JobRunner:
             metrics.JOBS.labels("refused").inc()
             return refusal
         held.enter_context(reservation)
-        held.enter_context(self._counted(req.user_id, reservation.places))
-        if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, len(req.sources),
+        held.enter_context(self._counted(req.user_id, reservation.places if req.units else 0))
+        if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, req.units,
                                              request_to_json(req), album=album):
             return None
         return req, reservation
@@ -157,34 +165,42 @@ class JobRunner:
 
     def _fit(self, req: Request, needs: list[bool]) -> tuple[Request, Refusal | None]:
         """The part of the request that fits the user's waiting limit and the queue: all of it, the
-        first photos of an album (the rest counted in ``left_out``), or none (a refusal)."""
+        first drawings of an album or of "All styles" (the rest counted in ``left_out``), or none (a
+        refusal). A preview sheet is all or nothing; the sample's (the bot's own) is not the user's."""
         need = sum(needs)
         if not need:
             return req, None
-        user_room = need if self.access.is_admin(req.user_id) else self.per_user_limit - self._in_flight[req.user_id]
+        unlimited = self.access.is_admin(req.user_id) or not req.units
+        user_room = need if unlimited else self.per_user_limit - self._in_flight[req.user_id]
         room = min(user_room, self.pool.free_slots())
         if need <= room:
             return req, None
         why = "limit" if user_room <= room else "busy"
-        if room <= 0:
+        if room <= 0 or req.preview:
             return req, (Refusal("per_user_limit", {"count": self.per_user_limit}) if why == "limit"
                          else Refusal("busy", {}))
-        keep, taken = 0, 0
-        while keep < len(needs) and (taken < room or not needs[keep]):
-            taken += needs[keep]
-            keep += 1
-        left_out = req.left_out + len(req.sources) - keep
-        return replace(req, sources=req.sources[:keep], left_out=left_out, left_out_why=why), None
+        keep = _keep(needs, room)
+        left_out = req.left_out + len(needs) - keep
+        return replace(req.first(keep), left_out=left_out, left_out_why=why), None
 
     async def _needs(self, req: Request) -> list[bool]:
-        """For each photo of the request, whether it must be drawn (neither cached nor being drawn)."""
-        version = self.styles.version(req.style, req.settings)
+        """For each drawing of the request, whether it must be drawn (neither cached nor being drawn);
+        none for a preview whose sheet is cached."""
+        shas = {src: await self._known_sha(src) for src in req.sources}
+        if req.preview and (sha := shas[req.sources[0]]) and await self.cache.has(self._sheet_key(req, sha)):
+            return [False] * len(req.items)
         needs = []
-        for src in req.sources:
-            sha = await self._known_sha(src)
-            key = result_key(sha, req.style, version) if sha else None
+        for src, style in req.items:
+            sha = shas[src]
+            if style not in self.styles.names:  # uninstalled since the request was made: it will fail, not draw
+                needs.append(False)
+                continue
+            key = result_key(sha, style, self.styles.version(style, req.settings)) if sha else None
             needs.append(key is None or (key not in self._drawing and not await self.cache.has(key)))
         return needs
+
+    def _sheet_key(self, req: Request, sha: str) -> str:
+        return previews.sheet_key(self.styles, sha, [n for n in req.drawn_styles if n in self.styles.names])
 
     async def _known_sha(self, src: Source) -> str | None:
         """The photo's content hash without downloading it: given (a redraw), or from a file Telegram
@@ -217,7 +233,7 @@ class JobRunner:
     # --- restarts and stops -----------------------------------------------------------
 
     async def _resume(self, req: Request) -> None:
-        with self._counted(req.user_id, len(req.sources)):
+        with self._counted(req.user_id, len(req.items) if req.units else 0):
             await self._answer(req, recovered=True, reservation=None)
 
     async def recover(self) -> int:
@@ -271,7 +287,7 @@ class JobRunner:
         assert current is not None
         self._jobs[req.job_id] = _Job(current)
         lite = self.fast_styles.get(req.style)
-        if lite and not req.as_document and self.pool.waiting >= self.fast_queue:
+        if lite and not req.as_document and not req.styles and not req.preview and self.pool.waiting >= self.fast_queue:
             req = replace(req, style=lite, fast=True)
         try:
             summary = await self._run(req, recovered, reservation)
@@ -302,38 +318,81 @@ class JobRunner:
         the few milliseconds between Telegram's reply and that commit.
         """
         async with self._status(req) as status:
-            results = await asyncio.gather(*(self._result(req, src, status, reservation) for src in req.sources),
-                                           return_exceptions=True)
+            fetched: dict[Source, asyncio.Task[bytes]] = {}  # each photo downloaded once, however many styles
+            sheet = await self._cached_sheet(req) if req.preview else None
+            results = [] if sheet is not None else await asyncio.gather(
+                *(self._result(req, src, style, status, reservation, fetched) for src, style in req.items),
+                return_exceptions=True)
             done = [r for r in results if isinstance(r, Drawn)]
             failed = [r for r in results if isinstance(r, Failed)]
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, Failed):
                     raise r
-            sent = await self.replies.results(req, done) if done else []
-            if failed and len(req.sources) == 1:
-                await self.replies.say(req, failed[0].text(req.lang))
-            elif failed:
-                await self.replies.say(req, t(req.lang, "album_partial", failed=len(failed), count=len(req.sources),
-                                              reason=failed[0].text(req.lang)))
+            drawn = sum(1 for d in done if not d.from_cache)
+            if done and not req.preview:  # before the answer: a /style right after it offers this photo
+                await self.cache.set_last_photo(req.user_id, done[-1].sha256)
+            if req.preview:
+                sent = await self._send_sheet(req, sheet, done, failed, fetched)
+                drawn = min(drawn, req.units)  # a preview is one photo of the quota, the sample's none
+            else:
+                sent = await self.replies.results(req, done) if done else []
+                if failed and len(req.items) == 1:
+                    await self.replies.say(req, failed[0].text(req.lang))
+                elif failed:
+                    await self.replies.say(req, t(req.lang, "album_partial", failed=len(failed),
+                                                  count=len(req.items), reason=failed[0].text(req.lang)))
             if req.left_out:
                 await self.replies.say(req, self._left_out_text(req))
             codes = ",".join(sorted({f.code for f in failed}))
-            drawn = sum(1 for d in done if not d.from_cache)
-            await asyncio.shield(self.journal.finish_job(req.job_id, "done" if done else "failed", codes or None,
+            await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent else "failed", codes or None,
                                                          drawn=drawn))
-            metrics.JOBS.labels("done" if done else "failed").inc()
+            metrics.JOBS.labels("done" if sent else "failed").inc()
         await self.replies.remember(sent)
         return f"{len(done)} sent ({len(done) - drawn} from cache), {len(failed)} failed" + \
-            (f" ({codes})" if codes else "")
+            (f" ({codes})" if codes else "") + (" (preview sheet)" if req.preview else "")
+
+    async def _cached_sheet(self, req: Request) -> CachedResult | None:
+        sha = await self._known_sha(req.sources[0])
+        return await self._known(self._sheet_key(req, sha)) if sha else None
+
+    async def _send_sheet(self, req: Request, sheet: CachedResult | None, done: list[Drawn], failed: list[Failed],
+                          fetched: dict[Source, asyncio.Task[bytes]]) -> list[tuple[Drawn, Message]]:
+        """Send the preview sheet: cached, or composed from the tiles just got (the original photo
+        first). Styles that failed are left out and said so; such a sheet is not kept for next time.
+        With no tile at all: the menu as text (the sample's), or why not (the user's photo)."""
+        src = req.sources[0]
+        if sheet is None:
+            if not done:
+                if not req.units:
+                    await self.replies.style_menu(req)
+                elif failed:
+                    await self.replies.say(req, failed[0].text(req.lang))
+                return []
+            try:
+                original = [("Photo", await self._data(req, src, fetched))]
+            except Failed:  # the tiles came from the cache and the photo cannot be fetched now: tiles only
+                original = []
+            tiles = [(previews.tile_label(self.styles, d.style), d.result.path) for d in done]
+            data, w, h = await asyncio.to_thread(
+                lambda: previews.compose(original + [(label, path.read_bytes()) for label, path in tiles]))
+            key = self._sheet_key(req, done[0].sha256) + ("~partial" if failed else "")
+            sheet = await self.cache.put(key, done[0].sha256, previews.SHEET_STYLE, data, w, h)
+        message = await self.replies.sheet(req, sheet, missing=len(failed))
+        return [(Drawn(src, sheet.key.split(":", 1)[0], previews.SHEET_STYLE, sheet, from_cache=not done), message)]
 
     def _left_out_text(self, req: Request) -> str:
-        taken, count = len(req.sources), len(req.sources) + req.left_out
+        taken, count = len(req.items), len(req.items) + req.left_out
+        styles = len(req.drawn_styles) > 1  # "All styles" cut short: say it in styles, not photos
         if req.left_out_why == "limit":
-            return t(req.lang, "limit_partial", taken=taken, count=count, left_out=req.left_out,
-                     limit=self.per_user_limit)
+            return t(req.lang, "styles_limit_partial" if styles else "limit_partial", taken=taken, count=count,
+                     left_out=req.left_out, limit=self.per_user_limit)
         if req.left_out_why == "busy":
-            return t(req.lang, "busy_partial", taken=taken, count=count, left_out=req.left_out)
-        return t(req.lang, "quota_partial", left_out=req.left_out, count=self.limits.per_day if self.limits else 0)
+            return t(req.lang, "styles_busy_partial" if styles else "busy_partial", taken=taken, count=count,
+                     left_out=req.left_out)
+        per_day = self.limits.per_day if self.limits else 0
+        if styles:
+            return t(req.lang, "styles_quota_partial", left_out=req.left_out, count=count, limit=per_day)
+        return t(req.lang, "quota_partial", left_out=req.left_out, count=per_day)
 
     @contextlib.asynccontextmanager
     async def _status(self, req: Request) -> AsyncIterator[Status]:
@@ -343,32 +402,35 @@ class JobRunner:
         finally:
             await status.close()
 
-    # --- one source ---------------------------------------------------------------------
+    # --- one drawing ---------------------------------------------------------------------
 
-    async def _result(self, req: Request, src: Source, status: Status, reservation: Reservation | None) -> Drawn:
-        """One source's result, from the cache, from the same photo being drawn now, or drawn.
+    async def _result(self, req: Request, src: Source, style: str, status: Status, reservation: Reservation | None,
+                      fetched: dict[Source, asyncio.Task[bytes]]) -> Drawn:
+        """One photo's result in one style, from the cache, from the same drawing under way, or drawn.
 
         A new request has its queue places reserved (:meth:`run`); a
         recovered one was promised an answer, so it waits for room instead.
         """
+        if style not in self.styles.names:  # a recovered request of a style uninstalled since
+            raise Failed("style_unavailable")
         sha = await self._known_sha(src)
-        version = self.styles.version(req.style, req.settings)
-        if sha and (known := await self._known(result_key(sha, req.style, version))):
-            return Drawn(src, sha, known, from_cache=True)
-        data = await self._download(req, src)
+        version = self.styles.version(style, req.settings)
+        if sha and (known := await self._known(result_key(sha, style, version))):
+            return Drawn(src, sha, style, known, from_cache=True)
+        data = await self._data(req, src, fetched)
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         if src.file_unique_id:
             await self.cache.remember_upload(src.file_unique_id, sha, src.file_id)
-        key = result_key(sha, req.style, version)
+        key = result_key(sha, style, version)
         if known := await self._known(key):
-            return Drawn(src, sha, known, from_cache=True)
+            return Drawn(src, sha, style, known, from_cache=True)
         drawing = asyncio.get_running_loop().create_future()
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
         try:
-            stored, animated = await self._draw(req, key, sha, data, status, reservation)
+            stored, animated = await self._draw(req, style, key, sha, data, status, reservation)
             drawing.set_result(stored)
-            return Drawn(src, sha, stored, from_cache=False, animated=animated)
+            return Drawn(src, sha, style, stored, from_cache=False, animated=animated)
         except asyncio.CancelledError:
             drawing.cancel()
             raise
@@ -377,6 +439,12 @@ class JobRunner:
             raise
         finally:
             del self._drawing[key]
+
+    async def _data(self, req: Request, src: Source, fetched: dict[Source, asyncio.Task[bytes]]) -> bytes:
+        """The photo's bytes, downloaded once for all of a request's drawings of it."""
+        if src not in fetched:
+            fetched[src] = asyncio.ensure_future(self._download(req, src))
+        return await fetched[src]
 
     async def _known(self, key: str) -> CachedResult | None:
         """The result for ``key`` from the cache, or from the same photo being drawn right now
@@ -389,10 +457,10 @@ class JobRunner:
             return await asyncio.shield(drawing)
         return None
 
-    async def _draw(self, req: Request, key: str, sha: str, data: bytes, status: Status,
+    async def _draw(self, req: Request, style: str, key: str, sha: str, data: bytes, status: Status,
                     reservation: Reservation | None) -> tuple[CachedResult, bool]:
         """Queue the photo on a worker, wait for it, and store the result; also whether it was animated."""
-        order = WorkOrder(req.job_id, data, req.style, req.settings)
+        order = WorkOrder(req.job_id, data, style, req.settings)
         try:
             if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
                 task = self.pool.requeue(order, req.user_id, key)
@@ -415,7 +483,7 @@ class JobRunner:
         metrics.WAITING_S.observe(task.waited_s)
         metrics.DRAWING_S.observe(drawing_s)
         w, h = converted.output_size
-        stored = await self.cache.put(key, sha, req.style, converted.data, w, h)
+        stored = await self.cache.put(key, sha, style, converted.data, w, h, face_share=face_share(converted))
         await self.cache.bump("converted")
         await self.cache.count_photo(req.user_id)
         passes = sum(1 for f in converted.faces if f["pass"])
@@ -423,7 +491,7 @@ class JobRunner:
         # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
         # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
         log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "
-                 "%d face pass(es) %.2f s)", req.job_id, req.style, *converted.input_size, w, h, task.waited_s,
+                 "%d face pass(es) %.2f s)", req.job_id, style, *converted.input_size, w, h, task.waited_s,
                  drawing_s, sum(converted.timings.values()), converted.timings["model_s"], passes,
                  converted.timings.get("faces_s", 0.0))
         return stored, converted.frames > 1
@@ -434,6 +502,10 @@ class JobRunner:
 
     async def _download(self, req: Request, src: Source) -> bytes:
         """The photo's bytes; network trouble is retried, and what cannot be fetched is a Failed."""
+        if src.sample:  # the registry's sample photo, from the model store
+            if self.styles.sample is None:
+                raise Failed("internal")
+            return await asyncio.to_thread(self.styles.sample.read_bytes)
         if src.file_size and src.file_size > DOWNLOAD_LIMIT:
             raise Failed("file_too_big", size_mb=src.file_size / 2**20)
         try:
@@ -452,3 +524,27 @@ class JobRunner:
         if len(data) > DOWNLOAD_LIMIT:  # sizes given beforehand are optional: the bytes decide, for every pool
             raise Failed("file_too_big", size_mb=len(data) / 2**20)
         return data
+
+
+def _keep(needs: list[bool], room: int) -> int:
+    """How many of the first drawings to keep so that at most ``room`` of them must be drawn (those
+    answered from the cache come along for free)."""
+    keep, taken = 0, 0
+    while keep < len(needs) and (taken < room or not needs[keep]):
+        taken += needs[keep]
+        keep += 1
+    return keep
+
+
+def face_share(converted: Converted) -> float | None:
+    """How much of the photo its largest face fills: the face box's long side over the photo's short
+    side (0: no face found); None when no detector looked (the face pass off, or not installed)."""
+    if "detect_s" not in converted.timings:
+        return None
+    sides = []
+    for face in converted.faces:
+        box = face.get("box")
+        if isinstance(box, (list, tuple)) and len(box) == 4:
+            x0, y0, x1, y1 = (float(v) for v in box)
+            sides.append(max(x1 - x0, y1 - y0))
+    return max(sides, default=0.0) / max(1, min(converted.input_size))

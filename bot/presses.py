@@ -12,8 +12,9 @@ from telegram import CallbackQuery, Update
 from telegram.error import TelegramError
 
 from bot import keyboards
-from bot.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang
+from bot.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
 from bot.i18n import LANGS, t
+from bot.previews import PREVIEW_SETTINGS
 from bot.requests import Request, Source
 
 
@@ -37,8 +38,14 @@ async def full_size_button(update: Update, context: Context) -> None:
     await result_button(update, context, result_id, None, as_document=True)
 
 
+async def all_styles_button(update: Update, context: Context) -> None:
+    """``a:ID``: the result's photo in every other style, as an album (each style a photo of the quota)."""
+    (result_id,) = groups(context, 1)
+    await result_button(update, context, result_id, None, as_document=False, all_styles=True)
+
+
 async def result_button(update: Update, context: Context, result_id: str, style_arg: str | None,
-                        as_document: bool) -> None:
+                        as_document: bool, all_styles: bool = False) -> None:
     """Act on the result a button sits under, as it was drawn, and only in the chat it was shown in.
 
     A second press while the first is being answered is told so, and costs nothing.
@@ -55,6 +62,9 @@ async def result_button(update: Update, context: Context, result_id: str, style_
         lang = await user_lang(st, query.from_user)
         shown = await st.buttons.find(result_id, message.chat.id) if message is not None else None
         style = st.styles.resolve(style_arg or shown.style) if shown is not None else None
+        others = tuple(keyboards.album_styles(st.styles, shown.style)) if shown is not None and all_styles else ()
+        if all_styles:
+            style = others[0] if others else None
         file_id = await st.cache.file_id_of(shown.content_sha256) if shown is not None else None
         if message is None or shown is None or style is None or file_id is None:
             await answer_quietly(query, t(lang, "button_expired"), alert=True)
@@ -64,7 +74,7 @@ async def result_button(update: Update, context: Context, result_id: str, style_
             job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
             sources=(Source(file_id, sha256=shown.content_sha256),), settings=shown.settings,
-            as_document=as_document, query_id=query.id,
+            as_document=as_document, query_id=query.id, styles=others,
         ))
     finally:
         st.pressing.discard(press)
@@ -80,7 +90,51 @@ async def style_button(update: Update, context: Context) -> None:
     if await own_menu_choice(query, lang, style is not None, owner, "/style"):
         assert style is not None
         await st.cache.set_user_style(query.from_user.id, style)
-        await query.edit_message_text(t(lang, "style_set", style=st.styles.label(style)))
+        text = t(lang, "style_set", style=st.styles.display(style, lang))
+        # The menu stays, its tick moved: someone comparing styles may change their mind.
+        old = getattr(query.message, "reply_markup", None)
+        own = bool(old) and any(str(b.callback_data).startswith("p:") for row in old.inline_keyboard for b in row)
+        markup = keyboards.style_keyboard(st.styles, style, query.from_user.id, lang, own_photo=own)
+        if query.message is not None and getattr(query.message, "photo", None):  # under a preview picture
+            await query.edit_message_caption(caption=text, reply_markup=markup)
+        else:
+            await query.edit_message_text(text, reply_markup=markup)
+
+
+async def preview_button(update: Update, context: Context) -> None:
+    """``p:UID``: every style drawn on the last photo of the user the menu was sent to, as one picture
+    (a photo of their daily quota, unless it was drawn before)."""
+    st = state(context)
+    query = update.callback_query
+    message = query.message
+    lang = await user_lang(st, query.from_user)
+    (owner,) = groups(context, 1)
+    if message is None or not owner:
+        await answer_quietly(query, t(lang, "button_expired"), alert=True)
+        return
+    if int(owner) != query.from_user.id:
+        await answer_quietly(query, t(lang, "not_your_menu", command="/style"), alert=True)
+        return
+    last = await st.cache.last_photo(query.from_user.id)
+    if last is None:
+        await answer_quietly(query, t(lang, "no_last_photo"), alert=True)
+        return
+    press = (message.chat.id, str(query.data))
+    if press in st.pressing:
+        await answer_quietly(query, t(lang, "already_coming"))
+        return
+    st.pressing.add(press)
+    try:
+        sha, file_id = last
+        original = getattr(message, "reply_to_message", None)
+        await st.runner.run(Request(
+            job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
+            reply_to=original.message_id if original else message.message_id, lang=lang,
+            style=await user_style(st, query.from_user), styles=tuple(st.styles.ordered), preview=True,
+            sources=(Source(file_id, sha256=sha),), settings=PREVIEW_SETTINGS, query_id=query.id,
+        ))
+    finally:
+        st.pressing.discard(press)
 
 
 async def lang_button(update: Update, context: Context) -> None:

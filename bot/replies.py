@@ -22,7 +22,7 @@ from telegram.error import BadRequest, TelegramError
 
 from bot.access import Refusal
 from bot.i18n import t
-from bot.keyboards import album_keyboard, result_keyboard
+from bot.keyboards import album_keyboard, result_keyboard, style_keyboard, style_menu_text
 from bot.requests import Request, Source
 from bot.retry import retrying
 from bot.status import reply_to
@@ -34,14 +34,19 @@ log = logging.getLogger("animebot.replies")
 
 NOTICE_WINDOW_S = 60.0  # refusals within this long of the last one edit it instead of adding one
 NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most this often, not one edit each
+# A face style (made for aligned face crops) says so under a photo whose largest face is smaller than this
+# share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
+# town_1280x854's a twelfth (the scene around it washes out).
+SELFIE_SHARE = 0.12
 
 
 @dataclass(frozen=True)
 class Drawn:
-    """One source's result, and how it was got."""
+    """One source's result in one style, and how it was got."""
 
     source: Source
     sha256: str
+    style: str
     result: CachedResult
     from_cache: bool
     animated: bool = False  # only the first frame of an animation was drawn
@@ -119,30 +124,78 @@ class Replies:
             await self.bot.edit_message_text(
                 f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
 
+    # --- the style menu and its previews ------------------------------------------------
+
+    async def _style_markup(self, req: Request, offer_own: bool) -> tuple[InlineKeyboardMarkup, bool]:
+        own = offer_own and await self.cache.last_photo(req.user_id) is not None
+        return style_keyboard(self.styles, req.style, req.user_id, req.lang, own), own
+
+    async def sheet(self, req: Request, sheet: CachedResult, missing: int) -> Message:
+        """A preview sheet with the style menu under it (and, under the sample's, the offer to preview
+        the user's own last photo); by its file_id once Telegram has it."""
+        sample = any(src.sample for src in req.sources)
+        markup, _ = await self._style_markup(req, offer_own=sample)
+        caption = t(req.lang, "preview_sample" if sample else "preview_own",
+                    style=self.styles.display(req.style, req.lang))
+        if missing:
+            caption += "\n" + t(req.lang, "preview_missing", count=missing)
+        return await self._send_or_upload(req, sheet.photo_file_id, sheet, lambda photo: self.bot.send_photo(
+            req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup))
+
+    async def style_menu(self, req: Request) -> Message:
+        """The style menu as text: each style with its description (no preview picture could be made)."""
+        markup, own = await self._style_markup(req, offer_own=True)
+        return await self.say(req, style_menu_text(self.styles, req.style, req.lang, own), markup)
+
     # --- one result ---------------------------------------------------------------
 
     def _caption(self, req: Request, done: Sequence[Drawn]) -> str | None:
         notes = ([t(req.lang, "fast_mode")] if req.fast else []) + \
-            ([t(req.lang, "first_frame")] if any(d.animated for d in done) else [])
+            ([t(req.lang, "first_frame")] if any(d.animated for d in done) else []) + \
+            list(dict.fromkeys(note for d in done if (note := self._selfie_note(req, d))))
         return "\n".join(notes) or None
 
+    def _selfie_note(self, req: Request, d: Drawn) -> str | None:
+        """A face style on a photo whose faces are small (or absent): say it is made for selfies, and
+        name a scene style to try instead."""
+        if d.style not in self.styles.names or self.styles.entry(d.style).look != "face":
+            return None
+        share = d.result.face_share
+        if share is None or share >= SELFIE_SHARE:
+            return None
+        name = self.styles.display(d.style, req.lang)
+        scenes = [n for n in self.styles.ordered if self.styles.entry(n).look == "scene"]
+        if not scenes:
+            return t(req.lang, "selfie_only_plain", style=name)
+        scene = self.styles.default if self.styles.default in scenes else scenes[0]
+        return t(req.lang, "selfie_only", style=name, scene=self.styles.display(scene, req.lang))
+
     async def _button_id(self, req: Request, d: Drawn) -> str:
-        return await self.buttons.id_for(ShownResult(req.chat_id, d.sha256, req.style, req.settings))
+        return await self.buttons.id_for(ShownResult(req.chat_id, d.sha256, d.style, req.settings))
 
     async def _photo(self, req: Request, d: Drawn) -> Message:
-        markup = result_keyboard(self.styles, req.style, await self._button_id(req, d), req.lang)
+        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang)
         caption = self._caption(req, [d])
         return await self._send_or_upload(req, d.result.photo_file_id, d.result, lambda photo: self.bot.send_photo(
             req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
             has_spoiler=d.source.spoiler))
 
     async def _document(self, req: Request, d: Drawn) -> Message:
-        name = f"anime-{req.style}{d.result.path.suffix}"
+        name = f"anime-{d.style}{d.result.path.suffix}"
         return await self._send_or_upload(req, d.result.document_file_id, d.result, lambda doc: self.bot.send_document(
             req.chat_id, doc, filename=name, reply_parameters=reply_to(req)))
 
     async def _album(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+        """An album: of photos (the notes under the first), or of one photo in many styles (each
+        captioned with its style's name, and its own notes)."""
+        styles = len(req.drawn_styles) > 1
         caption = self._caption(req, done)
+
+        def caption_of(i: int, d: Drawn) -> str | None:
+            if not styles:
+                return caption if i == 0 else None
+            notes = self._caption(req, [d])
+            return self.styles.display(d.style, req.lang) + (f"\n{notes}" if notes else "")
 
         async def photo(d: Drawn, by_reference: bool) -> str | bytes:
             if by_reference and d.result.photo_file_id:
@@ -150,8 +203,7 @@ class Replies:
             return await asyncio.to_thread(d.result.path.read_bytes)
 
         async def media(by_reference: bool) -> list[InputMediaPhoto]:
-            return [InputMediaPhoto(await photo(d, by_reference),
-                                    caption=caption if i == 0 else None, has_spoiler=d.source.spoiler)
+            return [InputMediaPhoto(await photo(d, by_reference), caption=caption_of(i, d), has_spoiler=d.source.spoiler)
                     for i, d in enumerate(done)]
 
         what = f"job {req.job_id}: sendMediaGroup"
@@ -164,7 +216,11 @@ class Replies:
             msgs = await retrying(what, lambda: self.bot.send_media_group(req.chat_id, items,
                                                                           reply_parameters=reply_to(req)))
         ids = [await self._button_id(req, d) for d in done]
-        await self.say(req, t(req.lang, "album_buttons"), album_keyboard(ids, req.lang))
+        if styles:
+            labels = [self.styles.display(d.style, req.lang) for d in done]
+            await self.say(req, t(req.lang, "styles_buttons"), album_keyboard(ids, req.lang, labels))
+        else:
+            await self.say(req, t(req.lang, "album_buttons"), album_keyboard(ids, req.lang))
         return list(zip(done, msgs))
 
     @staticmethod

@@ -10,14 +10,16 @@ rather than crashing the start.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from bot.i18n import error_text, t
 from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings
 
-REQUEST_VERSION = 2  # 1: before versioning (no "v"); 2: spoilers, albums, button queries, left_out
+# 1: before versioning (no "v"); 2: spoilers, albums, button queries, left_out;
+# 3: styles (one photo in several styles), preview sheets, the sample photo as a source
+REQUEST_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Source:
     sha256: str | None = None
     message_id: int | None = None  # the album message it came in
     spoiler: bool = False  # sent with a spoiler: the result is too
+    sample: bool = False  # the registry's sample photo, read from the model store (``file_id`` is empty)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,38 @@ class Request:
     query_id: str | None = None  # the button press that asked, answered with any refusal
     left_out: int = 0  # album photos not taken on: over today's quota, the user's waiting limit, or the queue
     left_out_why: str = "quota"  # which of those: quota, limit or busy
+    # Draw the photo in each of these styles instead of ``style`` alone ("All styles": one photo, and
+    # ``style`` is the first of them). Empty: ``style`` only.
+    styles: tuple[str, ...] = ()
+    # One picture of the photo in every style of ``styles`` (/style's previews), not a result each;
+    # ``style`` is then the user's own style, which the menu under the picture marks.
+    preview: bool = False
+
+    @property
+    def drawn_styles(self) -> tuple[str, ...]:
+        return self.styles or (self.style,)
+
+    @property
+    def items(self) -> list[tuple[Source, str]]:
+        """Every drawing the request asks for: each photo in each style (photos and styles are never both
+        more than one)."""
+        return [(src, style) for src in self.sources for style in self.drawn_styles]
+
+    @property
+    def units(self) -> int:
+        """What it counts as against the rate limit and the daily quota: a photo per drawing, but a preview
+        sheet is one photo, and the sample's (the bot's own) none."""
+        if self.preview:
+            return 0 if any(src.sample for src in self.sources) else 1
+        return len(self.items)
+
+    def first(self, count: int) -> Request:
+        """The request for its first ``count`` drawings (``count`` >= 1); the caller counts the rest."""
+        if count < 1:
+            raise ValueError("a request keeps at least one drawing")
+        if len(self.drawn_styles) > 1:
+            return replace(self, styles=self.styles[:count])
+        return replace(self, sources=self.sources[:count])
 
 
 class Failed(Exception):
@@ -81,12 +116,16 @@ def request_from_json(text: str) -> Request:
         settings = _known(ConvertSettings, raw.pop("settings"))
         settings["limits"] = ImageLimits(**_known(ImageLimits, settings.get("limits", {})))
         sources = tuple(Source(**_known(Source, s)) for s in raw.pop("sources"))
-        return Request(**_known(Request, raw), sources=sources, settings=ConvertSettings(**settings))
+        styles = raw.pop("styles", [])
+        if not isinstance(styles, list) or not all(isinstance(name, str) for name in styles):
+            raise ValueError(f"styles must be a list of names, got {styles!r}")
+        return Request(**_known(Request, raw), sources=sources, settings=ConvertSettings(**settings),
+                       styles=tuple(styles))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise StoredRequestError(f"{exc.__class__.__name__}: {exc}") from None
 
 
 def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
     """The fields of ``raw`` that ``cls`` has (a newer version's extras are dropped)."""
-    names = {f.name for f in fields(cls)} - {"sources", "settings"}
+    names = {f.name for f in fields(cls)} - {"sources", "settings", "styles"}
     return {k: v for k, v in raw.items() if k in names}

@@ -32,10 +32,10 @@ from storage.journal import Journal
 log = logging.getLogger("animebot")
 
 PRIVATE_COMMANDS = {
-    "en": [("start", "what this bot does"), ("style", "choose your anime style"),
+    "en": [("start", "what this bot does"), ("style", "see every style and choose one"),
            ("settings", "faces, strength, keep colours"), ("lang", "language"),
            ("help", "how to use it"), ("about", "credits and model licences")],
-    "zh": [("start", "这个机器人能做什么"), ("style", "选择动漫画风"), ("settings", "人脸、强度、保留颜色"),
+    "zh": [("start", "这个机器人能做什么"), ("style", "查看并选择画风"), ("settings", "人脸、强度、保留颜色"),
            ("lang", "语言"), ("help", "使用方法"), ("about", "致谢与模型许可")],
 }
 GROUP_COMMANDS = {

@@ -65,7 +65,11 @@ class Status:
 
     def _text(self, ahead: int | None) -> str:
         """The status for ``ahead`` photos before this request's (None: drawing)."""
-        lang, count = self.req.lang, len(self.req.sources)
+        lang, count = self.req.lang, len(self.req.items)
+        if self.req.preview:
+            return t(lang, "preview_drawing")
+        if len(self.req.drawn_styles) > 1:
+            return t(lang, "styles_drawing" if ahead is None else "styles_queued", count=count)
         if count > 1:
             return t(lang, "album_drawing" if ahead is None else "album_queued", count=count)
         if ahead is None:

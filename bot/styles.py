@@ -8,13 +8,17 @@ format and quality), so changing any of them never serves a stale result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from inference.engine import face_style_for
 from inference.pipeline import ConvertSettings
 from weights.registry import ModelEntry
 from weights.store import ModelStore, WeightsError, default_style
 
-PIPELINE_REVISION = 2  # bump when the pipeline's code changes its output (2: panoramas kept tall)
+PIPELINE_REVISION = 3  # bump when the pipeline's code changes its output (2: panoramas kept tall; 3: face crops)
+# How menus order the styles: those that draw whole scenes first, then line art, then the face styles
+# (made for aligned face crops: at their best on selfies only); registry order within each.
+LOOK_ORDER = ("scene", "line_art", "face")
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,9 @@ class Styles:
     default: str
     settings: ConvertSettings
     faces_by: dict[str, str] = field(default_factory=dict)  # style -> the installed style that draws its faces
+    sample: Path | None = None  # the registry's sample photo, when installed: /style previews every style on it
+    sample_sha256: str | None = None
+    others: tuple[ModelEntry, ...] = ()  # the installed models that are no style (detector, sample): /about credits them
 
     @classmethod
     def from_store(cls, store: ModelStore, preferred: str | None, settings: ConvertSettings) -> "Styles":
@@ -31,14 +38,27 @@ class Styles:
         names = [e.name for e in installed]
         if preferred and preferred not in names:
             raise WeightsError(f"ANIMEBOT_STYLE={preferred!r} is not installed; installed: {', '.join(names)}")
-        return cls(installed, preferred or default, settings, {n: face_style_for(store, n) for n in names})
+        sample = next(iter(store.installed("sample")), None)
+        return cls(installed, preferred or default, settings, {n: face_style_for(store, n) for n in names},
+                   store.path(sample) if sample else None, sample.sha256 if sample else None,
+                   tuple(e for e in store.installed() if e.kind != "style"))
 
     @property
     def names(self) -> list[str]:
         return [e.name for e in self.entries]
 
+    @property
+    def ordered(self) -> list[str]:
+        """The styles in the order menus, keyboards and preview sheets show them (:data:`LOOK_ORDER`)."""
+        rank = {look: i for i, look in enumerate(LOOK_ORDER)}
+        return [e.name for e in sorted(self.entries, key=lambda e: rank.get(e.look, len(rank)))]
+
     def label(self, name: str) -> str:
         return next((e.label for e in self.entries if e.name == name), name)
+
+    def display(self, name: str, lang: str) -> str:
+        """The style's short name for users, in ``lang``."""
+        return next((e.display(lang) for e in self.entries if e.name == name), name)
 
     def resolve(self, name: str | None) -> str | None:
         """The installed style called ``name`` (any case), the default for None, else None."""

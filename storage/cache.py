@@ -30,6 +30,7 @@ class CachedResult:
     height: int
     photo_file_id: str | None
     document_file_id: str | None
+    face_share: float | None = None  # the largest face's size over the photo's short side (None: not looked for)
 
 
 def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
@@ -72,7 +73,8 @@ class Cache:
     async def get(self, key: str) -> CachedResult | None:
         """The cached result for ``key``, marking it recently used; None if absent or its file is gone."""
         async with self._db.execute(
-            "SELECT filename, width, height, photo_file_id, document_file_id FROM results WHERE key = ?", (key,)
+            "SELECT filename, width, height, photo_file_id, document_file_id, face_share FROM results WHERE key = ?",
+            (key,),
         ) as cur:
             row = await cur.fetchone()
         if row is None:
@@ -84,7 +86,7 @@ class Cache:
             return None
         await self._db.execute("UPDATE results SET last_used = ? WHERE key = ?", (time.time(), key))
         await self._db.commit()
-        return CachedResult(key, path, row[1], row[2], row[3], row[4])
+        return CachedResult(key, path, row[1], row[2], row[3], row[4], row[5])
 
     async def has(self, key: str) -> bool:
         """Whether ``key``'s result is cached, without marking it used (a count, not a use)."""
@@ -93,7 +95,7 @@ class Cache:
         return row is not None and (self.results_dir / row[0]).is_file()
 
     async def put(self, key: str, content_sha256: str, style: str, data: bytes, width: int, height: int,
-                  suffix: str = ".jpg") -> CachedResult:
+                  suffix: str = ".jpg", face_share: float | None = None) -> CachedResult:
         """Store a result file atomically, then evict the least recently used beyond the size cap.
 
         The file is named by the whole key, not only the photo and style: two
@@ -106,12 +108,13 @@ class Cache:
         now = time.time()
         await self._db.execute(
             "INSERT OR REPLACE INTO results (key, content_sha256, style, filename, bytes, width, height,"
-            " photo_file_id, document_file_id, created_at, last_used) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
-            (key, content_sha256, style, filename, len(data), width, height, now, now),
+            " photo_file_id, document_file_id, created_at, last_used, face_share)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?)",
+            (key, content_sha256, style, filename, len(data), width, height, now, now, face_share),
         )
         await self._db.commit()
         await self._evict()
-        return CachedResult(key, path, width, height, None, None)
+        return CachedResult(key, path, width, height, None, None, face_share)
 
     async def set_file_ids(self, key: str, photo_file_id: str | None = None,
                            document_file_id: str | None = None) -> None:
@@ -207,6 +210,24 @@ class Cache:
             (owner_id, value),
         )
         await self._db.commit()
+
+    async def set_last_photo(self, user_id: int, content_sha256: str) -> None:
+        """Remember the photo the user had drawn last (by content), for a preview of every style on it."""
+        await self._db.execute(
+            "INSERT INTO users (user_id, last_photo) VALUES (?, ?)"
+            " ON CONFLICT(user_id) DO UPDATE SET last_photo = excluded.last_photo",
+            (user_id, content_sha256),
+        )
+        await self._db.commit()
+
+    async def last_photo(self, user_id: int) -> tuple[str, str] | None:
+        """The content hash of the user's last photo and a file_id that fetches it again; None if none."""
+        async with self._db.execute("SELECT last_photo FROM users WHERE user_id = ?", (user_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] is None:
+            return None
+        file_id = await self.file_id_of(row[0])
+        return (row[0], file_id) if file_id else None
 
     async def count_photo(self, user_id: int) -> None:
         await self._db.execute(

@@ -100,7 +100,16 @@ ALTER TABLE jobs ADD COLUMN drawn INTEGER;
 DELETE FROM results WHERE filename IN (SELECT filename FROM results GROUP BY filename HAVING COUNT(*) > 1);
 """
 
-STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS)
+_FACES_AND_LAST_PHOTOS = """
+-- How much of the photo its largest face fills: the face box's long side over the photo's short side,
+-- as the worker's detector saw it (0: no face found; NULL: no detector ran). A face style, made for
+-- selfies, says so under a result whose faces are small.
+ALTER TABLE results ADD COLUMN face_share REAL;
+-- The content hash of the last photo each user had drawn: /style offers to preview every style on it.
+ALTER TABLE users ADD COLUMN last_photo TEXT;
+"""
+
+STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

@@ -26,6 +26,14 @@ from tests.fake_telegram import TOKEN, FakeTelegram
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MODELS = REPO.parent / "shared" / "models"
+SAMPLE_PHOTO = REPO.parent / "shared" / "photos" / "group_3_faces.jpg"  # the registry's "sample", by hash
+
+
+def baked_models(folder: Path) -> Path:
+    """``folder`` holding what a build with BAKE_WEIGHTS would bake: the shared models and the sample photo."""
+    for path in [*SHARED_MODELS.iterdir(), SAMPLE_PHOTO]:
+        (folder / path.name).symlink_to(path)
+    return folder
 
 
 def image_settings(dockerfile: Path) -> tuple[dict[str, str], list[str], list[str]]:
@@ -54,12 +62,12 @@ def main() -> int:
     ap.add_argument("--dockerfile", type=Path, default=REPO / "Dockerfile")
     args = ap.parse_args()
     image_env, command, health = image_settings(args.dockerfile)
-    with tempfile.TemporaryDirectory() as data, FakeTelegram() as fake:
+    with tempfile.TemporaryDirectory() as data, tempfile.TemporaryDirectory() as baked, FakeTelegram() as fake:
         env = {key: value.replace("$PATH", os.environ["PATH"]) for key, value in image_env.items()}
         env.update({
             "PATH": f"{args.venv.resolve() / 'bin'}:{os.environ['PATH']}",
             "ANIMEBOT_HOME": data,  # the volume
-            "ANIMEBOT_BAKED_MODELS": str(SHARED_MODELS),
+            "ANIMEBOT_BAKED_MODELS": str(baked_models(Path(baked))),
             "TELEGRAM_BOT_TOKEN": TOKEN,
             "TELEGRAM_API_BASE_URL": fake.base_url,
             "TELEGRAM_API_FILE_URL": fake.file_url,

@@ -349,9 +349,24 @@ class FakeTelegram:
         msg = self.messages.get((int(params["chat_id"]), int(params["message_id"])))
         if msg is None:
             raise ApiError(400, "Bad Request: message to edit not found")
+        if "text" not in msg:  # a photo: its caption is edited with editMessageCaption
+            raise ApiError(400, "Bad Request: there is no text in the message to edit")
         if msg.get("text") == params["text"]:
             raise ApiError(400, "Bad Request: message is not modified")
         msg["text"] = params["text"]
+        return msg
+
+    def _m_editMessageCaption(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        msg = self.messages.get((int(params["chat_id"]), int(params["message_id"])))
+        if msg is None:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        if "text" in msg:
+            raise ApiError(400, "Bad Request: there is no caption in the message to edit")
+        msg["caption"] = params.get("caption", "")
+        if "reply_markup" in params:
+            msg["reply_markup"] = params["reply_markup"]
+        else:  # an edit without a keyboard removes the one there was, as Telegram does
+            msg.pop("reply_markup", None)
         return msg
 
     def _m_deleteMessage(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
@@ -362,7 +377,8 @@ class FakeTelegram:
     def _m_sendPhoto(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         f, _ = self._media(files.get("photo", params.get("photo")), files, ".jpg")
         w, h = Image.open(io.BytesIO(f.data)).size
-        return self._bot_message(params, photo=[_photo_size(f, w, h)])
+        extra = {"caption": params["caption"]} if params.get("caption") else {}
+        return self._bot_message(params, photo=[_photo_size(f, w, h)], **extra)
 
     def _m_sendDocument(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         f, _ = self._media(files.get("document", params.get("document")), files, ".jpg")
