@@ -1,8 +1,9 @@
 """What the face pass costs, per photo, against the whole-image pass in the same run.
 
-    python -m bench.face_pass --home DIR [--runs 2] [--save OUT_DIR]
+    python -m bench.face_pass --home DIR [--runs 2] [--save OUT_DIR] [PHOTO...]
 
-``DIR`` needs ``hayao`` and ``det_500m`` installed. Both variants are
+``DIR`` needs ``hayao`` and ``det_500m`` installed (and ``jp_face``, for
+Hayao's faces to be drawn by it). Default photos: every shared one. Both variants are
 timed end to end (decode to encode), alternating run by run, min of
 ``--runs``. ``--save`` writes photo | whole-image | with-faces strips to
 look at (they contain the shared photos, so keep them out of the repository).
@@ -28,13 +29,15 @@ def main() -> None:
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--save", type=Path)
+    ap.add_argument("photos", nargs="*", type=Path)
     args = ap.parse_args()
     store = ModelStore(args.home.resolve())
     model = load_stylizer(store, "hayao")
     tools = load_face_tools(store, model)
+    assert tools is not None, "hayao has a face pass"
     print("| photo | output | faces found / drawn | whole-image s | with faces s | ratio | detection s |")
     print("|---|---|---|---|---|---|---|")
-    for path in sorted(PHOTOS.glob("*.jpg")):
+    for path in args.photos or sorted(PHOTOS.glob("*.jpg")):
         data = path.read_bytes()
         best = {"whole": float("inf"), "faces": float("inf")}
         for _ in range(args.runs):

@@ -147,7 +147,8 @@ def _face_tools(store: ModelStore, model: Stylizer, args: argparse.Namespace) ->
     if not args.faces:
         return None, "turned off (--no-faces)"
     try:
-        return load_face_tools(store, model, args.backend, args.threads), ""
+        tools = load_face_tools(store, model, args.backend, args.threads)
+        return tools, "" if tools else f"{model.style} has no face pass (its faces are drawn with the rest)"
     except AnimebotError as exc:
         print(f"animebot: {exc.message}; drawing without the face pass", file=sys.stderr)
         return None, exc.message

@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from inference.backends import Stylizer
-from inference.engine import face_style_for, load_detector, load_stylizer
+from inference.engine import crop_sizes, face_style_for, load_detector, load_stylizer
 from inference.errors import AnimebotError
 from inference.faces import FaceDetector
 from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
@@ -153,7 +153,7 @@ class Drawer:
 
         One detector serves every style, and face models come from the same
         cache as styles, so nothing is loaded twice."""
-        if self._face_problem:
+        if self._face_problem or not self.store.require_style(style)[0].face_pass:
             return None
         face_style = face_style_for(self.store, style)
         if face_style == style:
@@ -165,7 +165,7 @@ class Drawer:
         except AnimebotError as exc:
             self._face_problem = exc.message
             return None
-        return FaceTools(self._detector, face_model)
+        return FaceTools(self._detector, face_model, crop_sizes(self.store.entry(face_style)))
 
 
 def serve(conn: Connection, spec: WorkerSpec) -> None:

@@ -7,6 +7,7 @@ ONNX model never loads it (about 190 MB of RSS).
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,7 @@ class OpenVinoStylizer:
     keep = 2
 
     def __init__(self, style: str, path: Path, threads: int | None = None, multiple: int = 16,
-                 min_side: int = 0) -> None:
+                 min_side: int = 0, cache_dir: Path | None = None) -> None:
         import openvino as ov
 
         self.style = style
@@ -100,23 +101,62 @@ class OpenVinoStylizer:
         self._config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
         if threads:
             self._config["INFERENCE_NUM_THREADS"] = threads
+        if cache_dir is not None:  # compiled shapes kept on disk: a restart loads them instead of compiling
+            self._config["CACHE_DIR"] = str(cache_dir)
         self.precision: str = self._core.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
         self._compiled: OrderedDict[tuple[int, ...], tuple[object, object]] = OrderedDict()
+        self._batches = True  # until the graph refuses one
+        self._lock = threading.Lock()  # prepare() compiles from another thread
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        request = self._request(x[None].shape)
-        request.infer({0: x[None]})  # type: ignore[attr-defined]
-        return request.get_output_tensor(0).data[0].copy()  # type: ignore[attr-defined]
+        return self.many(x[None])[0]
+
+    def many(self, x: np.ndarray) -> np.ndarray:
+        with self._lock:
+            return self._many(x)
+
+    def _many(self, x: np.ndarray) -> np.ndarray:
+        """A batch (NHWC) in one inference, where the graph takes one; else one image at a time.
+
+        Our exports of AnimeGANv2 take any batch. The AnimeGANv3 files do not:
+        their attention block reshapes with a batch of 1 written into the graph.
+        """
+        if len(x) > 1 and not self._batches:
+            return np.stack([self._many(one[None])[0] for one in x])
+        try:
+            request = self._request(x.shape)
+        except RuntimeError:  # the graph's shapes refuse this batch
+            if len(x) == 1:
+                raise
+            self._batches = False
+            return self._many(x)
+        request.infer({0: np.ascontiguousarray(x)})  # type: ignore[attr-defined]
+        return request.get_output_tensor(0).data.copy()  # type: ignore[attr-defined]
+
+    def release(self) -> None:
+        """Free every compiled shape's buffers (hundreds of MB at 720 px); the next call loads its
+        shape again, from OpenVINO's model cache when there is one."""
+        with self._lock:
+            self._compiled.clear()
+
+    def prepare(self, shape: tuple[int, ...]) -> None:
+        """Compile ``shape`` now (from another thread, while the photo decodes), so the drawing
+        finds it ready. A shape that fails here fails again, with its error, when it is drawn."""
+        with self._lock:
+            try:
+                self._request(shape)
+            except Exception:  # reported by the call that needs it
+                pass
 
     def _request(self, shape: tuple[int, ...]) -> object:
         """The infer request compiled for ``shape``, made now if it is not among the latest."""
         if shape in self._compiled:
             self._compiled.move_to_end(shape)
             return self._compiled[shape][1]
-        while len(self._compiled) >= self.keep:
-            self._compiled.popitem(last=False)  # frees its buffers before the next one is made
         model = self._model.clone()  # type: ignore[attr-defined]
         model.reshape({model.input(0): list(shape)})
+        while len(self._compiled) >= self.keep:
+            self._compiled.popitem(last=False)  # frees its buffers before the next one is made
         compiled = self._core.compile_model(model, "CPU", self._config)
         self._compiled[shape] = (compiled, compiled.create_infer_request())
         return self._compiled[shape][1]

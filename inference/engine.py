@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from inference import onnx_export
 from inference.backends import OnnxStylizer, OpenVinoStylizer, Stylizer, TorchStylizer
 from inference.errors import ModelError
-from inference.faces import FaceDetector
+from inference.faces import CROP_SIZES, FaceDetector
 from inference.pipeline import FaceTools
 from weights.hashing import file_digests, key_for
 from weights.registry import ModelEntry
@@ -77,10 +77,10 @@ def load_stylizer(store: ModelStore, style: str, backend: Backend = DEFAULT_BACK
     multiple = entry.multiple or (16 if entry.arch == "animeganv3" else 4)
     if entry.format == "onnx":
         if backend == "openvino":
-            return _openvino(entry, path, threads)
+            return _openvino(store, entry, path, threads)
         return OnnxStylizer(entry.name, _onnx_session(path, threads), multiple, entry.min_side)
     if backend == "openvino":
-        return _from_export(store, entry, path, lambda onnx: _openvino(entry, onnx, threads))
+        return _from_export(store, entry, path, lambda onnx: _openvino(store, entry, onnx, threads))
     if backend == "onnxruntime":
         session = _from_export(store, entry, path, lambda onnx: _onnx_session(onnx, threads))
         return OnnxStylizer(entry.name, session, multiple, entry.min_side)
@@ -121,9 +121,10 @@ def _export_ident(entry: ModelEntry, path: Path) -> dict[str, object]:
     return ident
 
 
-def _openvino(entry: ModelEntry, path: Path, threads: int | None) -> OpenVinoStylizer:
+def _openvino(store: ModelStore, entry: ModelEntry, path: Path, threads: int | None) -> OpenVinoStylizer:
     try:
-        return OpenVinoStylizer(entry.name, path, threads, entry.multiple or 16, entry.min_side)
+        return OpenVinoStylizer(entry.name, path, threads, entry.multiple or 16, entry.min_side,
+                                store.cache_dir / "openvino")
     except Exception as exc:
         raise ModelError(f"{path.name}: OpenVINO cannot load this model ({exc.__class__.__name__})") from exc
 
@@ -154,12 +155,21 @@ def load_detector(store: ModelStore, threads: int | None = None) -> FaceDetector
 
 
 def load_face_tools(store: ModelStore, model: Stylizer, backend: Backend = DEFAULT_BACKEND,
-                    threads: int | None = None) -> FaceTools:
+                    threads: int | None = None) -> FaceTools | None:
     """The detector, and the model that draws faces for ``model``'s style (``model`` itself, not a
-    second copy, when no face model is installed). ModelError or WeightsError says what is missing."""
+    second copy, when no face model is installed); None for a style with no face pass (sketch).
+    ModelError or WeightsError says what is missing."""
+    if not store.entry(model.style).face_pass:
+        return None
     face_style = face_style_for(store, model.style)
     face_model = model if face_style == model.style else load_stylizer(store, face_style, backend, threads)
-    return FaceTools(load_detector(store, threads), face_model)
+    return FaceTools(load_detector(store, threads), face_model, crop_sizes(store.entry(face_style)))
+
+
+def crop_sizes(entry: ModelEntry) -> tuple[int, ...]:
+    """The face crops ``entry`` draws well: a face model only the size it was trained at (its
+    drawing depends on the face's size in pixels), a scene style any of faces.CROP_SIZES."""
+    return (entry.train_size,) if entry.look == "face" else CROP_SIZES
 
 
 def _onnx_session(path: Path, threads: int | None) -> object:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import cv2
@@ -19,8 +20,19 @@ import numpy as np
 from inference.colour import oklab_to_srgb, srgb_to_oklab
 from inference.errors import ModelError
 
-CROP = 512
+CROP = 512  # the largest crop, at which face models were trained
+# Crop sizes a scene style draws a face at: the smallest holding it at FACE_DETAIL times its
+# size in the result. A few sizes only, so the compiled shapes are reused from photo to photo.
+# Side by side on group_3_faces (README, "Faces"), Hayao's faces at 384 px look as at 512, and
+# at 256 lose fine lines. Face models (jp_face) are drawn at the size they were trained at
+# only: at 384 jp_face's anime eyes close, at 256 the faces wash out.
+CROP_SIZES = (256, 384, 512)
+FACE_DETAIL = 1.5
 MAX_FACES = 8
+# A face this tall, as a share of the result's short side, is the picture itself (a selfie:
+# portrait_closeup's is 0.6, group_3_faces' 0.17): a face model drawing it would give every
+# style the same picture, so the style draws it. Smaller faces get the face model.
+SELFIE_SHARE = 0.4
 # Eye distance in the photo below which a face is left to the whole-image pass:
 # a face that small is blown up 6x or more into the crop and comes back as a
 # soft, photo-like patch (an out-of-focus passer-by in town_1280x854, 12 px,
@@ -81,19 +93,30 @@ class FaceDetector:
         return sorted(faces, key=lambda f: -(f.box[2] - f.box[0]) * (f.box[3] - f.box[1]))
 
 
-def worth_a_pass(face: Face, output_scale: float, face_model: bool = False) -> bool:
+def worth_a_pass(face: Face, output_scale: float, face_model: bool = False, result_short: float = 0.0) -> bool:
     """Whether a face gains from its own pass: it must be clear in the photo, and either be
-    drawn by a model made for faces or come out smaller in the result than in a crop."""
+    drawn by a model made for faces (unless it fills the picture: see SELFIE_SHARE) or come
+    out smaller in the result than in a crop. ``result_short`` is the result's short side."""
     if face.eye_px < MIN_EYE_PX:
         return False
-    return face_model or face.eye_px * output_scale < TEMPLATE_EYE_PX
+    if face_model:
+        return (face.box[3] - face.box[1]) * output_scale < SELFIE_SHARE * result_short
+    return face.eye_px * output_scale < TEMPLATE_EYE_PX
 
 
-def align_matrix(face: Face) -> np.ndarray:
-    """The similarity transform (2x3) taking photo pixels to the aligned crop."""
-    m, _ = cv2.estimateAffinePartial2D(face.landmarks, TEMPLATE, method=cv2.LMEDS)
+def crop_size(face: Face, output_scale: float, sizes: tuple[int, ...] = CROP_SIZES) -> int:
+    """The crop to draw ``face`` at: about FACE_DETAIL times the size it will have in the result,
+    rounded up to one of ``sizes`` (ascending). A face 60 px wide in the result needs no 512 px drawing."""
+    want = FACE_DETAIL * face.eye_px * output_scale / TEMPLATE_EYE_PX * CROP
+    return next((size for size in sizes if size >= want), sizes[-1])
+
+
+def align_matrix(face: Face, size: int = CROP) -> np.ndarray:
+    """The similarity transform (2x3) taking photo pixels to the aligned ``size`` px crop."""
+    template = TEMPLATE * (size / CROP)
+    m, _ = cv2.estimateAffinePartial2D(face.landmarks, template, method=cv2.LMEDS)
     if m is None:  # degenerate landmarks; fall back to an exact least-squares fit
-        m = cv2.getAffineTransform(face.landmarks[:3], TEMPLATE[:3])
+        m = cv2.getAffineTransform(face.landmarks[:3], template[:3])
     return m.astype(np.float64)
 
 
@@ -112,18 +135,20 @@ def warp(src: np.ndarray, m: np.ndarray, size: tuple[int, int], border: int = cv
     return cv2.warpAffine(src, m, size, flags=cv2.INTER_LINEAR, borderMode=border)
 
 
-def crop_mask(centre_y: float = 0.5, radius_x: float = 0.46, radius_y: float = 0.48,
+@lru_cache(maxsize=8)
+def crop_mask(size: int = CROP, centre_y: float = 0.5, radius_x: float = 0.46, radius_y: float = 0.48,
               feather: float = 0.35) -> np.ndarray:
-    """A soft ellipse (sizes in crops): 1 over the face, easing to 0 well before the crop's edge."""
-    y, x = np.mgrid[0:CROP, 0:CROP].astype(np.float32) + 0.5
-    d = np.hypot((x - CROP * 0.5) / (CROP * radius_x), (y - CROP * centre_y) / (CROP * radius_y))
+    """A soft ellipse (sizes in crops): 1 over the face, easing to 0 well before the crop's edge.
+    Made once per size and shared: never write into it."""
+    y, x = np.mgrid[0:size, 0:size].astype(np.float32) + 0.5
+    d = np.hypot((x - size * 0.5) / (size * radius_x), (y - size * centre_y) / (size * radius_y))
     t = np.clip((1.0 - d) / feather, 0.0, 1.0)
     return t * t * (3 - 2 * t)  # smoothstep: no kink for the eye to find
 
 
-def skin_mask() -> np.ndarray:
+def skin_mask(size: int = CROP) -> np.ndarray:
     """The face itself in the aligned crop, brow to chin (eyes at 47%, mouth at 70% of the height)."""
-    return crop_mask(centre_y=0.6, radius_x=0.27, radius_y=0.31, feather=0.4)
+    return crop_mask(size, centre_y=0.6, radius_x=0.27, radius_y=0.31, feather=0.4)
 
 
 def paste_faces(whole: np.ndarray, styled: list[tuple[np.ndarray, np.ndarray]],
@@ -143,17 +168,15 @@ def paste_faces(whole: np.ndarray, styled: list[tuple[np.ndarray, np.ndarray]],
         return whole
     h, w = whole.shape[:2]
     base = whole.astype(np.float32)
-    mask = crop_mask()
-    skin = skin_mask() if scene_light else None
     weight_sum = np.zeros((h, w), np.float32)
     mix = np.zeros((h, w, 3), np.float32)
     keep = np.ones((h, w), np.float32)
     for crop, m in styled:
         face = warp(crop, m, (w, h)).astype(np.float32)
-        alpha = warp(mask, m, (w, h), border=cv2.BORDER_CONSTANT)
+        alpha = warp(crop_mask(crop.shape[0]), m, (w, h), border=cv2.BORDER_CONSTANT)
         face = _match_mean_colour(face, base, alpha)
-        if skin is not None:
-            face_skin = warp(skin, m, (w, h), border=cv2.BORDER_CONSTANT)
+        if scene_light:
+            face_skin = warp(skin_mask(crop.shape[0]), m, (w, h), border=cv2.BORDER_CONSTANT)
             face = _scene_light_around(face, base, alpha, face_skin)
             alpha = alpha * _agreeing(face, base, face_skin)
         mix += alpha[..., None] * face
@@ -207,20 +230,27 @@ def _agreeing(face: np.ndarray, base: np.ndarray, skin: np.ndarray) -> np.ndarra
 
 
 def face_pass(photo: np.ndarray, whole: np.ndarray, faces: list[Face],
-              stylize: Callable[[np.ndarray], np.ndarray], face_model: bool = False) -> tuple[np.ndarray, list[Face]]:
-    """Stylize each face worth a pass at 512 px and paste it into ``whole``.
+              stylize: Callable[[list[np.ndarray]], list[np.ndarray]],
+              face_model: bool = False, sizes: tuple[int, ...] = CROP_SIZES) -> tuple[np.ndarray, list[Face]]:
+    """Stylize each face worth a pass at its :func:`crop_size` and paste it into ``whole``.
 
     ``photo`` is the decoded original, ``whole`` the whole-image result
-    (smaller, same aspect); ``stylize`` maps a 512x512 RGB crop to its
-    anime version; ``face_model`` says it is a model trained on faces rather
-    than the whole image's style. Returns the result and the faces that got a pass.
+    (smaller, same aspect); ``stylize`` maps square RGB crops of one size to
+    their anime versions (all at once, where the model can); ``face_model``
+    says it is a model trained on faces rather than the whole image's style;
+    ``sizes`` are the crop sizes the model may be given.
+    Returns the result and the faces that got a pass.
     """
     scale = whole.shape[1] / photo.shape[1]
-    chosen = [f for f in faces[:MAX_FACES] if worth_a_pass(f, scale, face_model)]
-    styled = []
+    short = min(whole.shape[:2])
+    chosen = [f for f in faces[:MAX_FACES] if worth_a_pass(f, scale, face_model, short)]
+    by_size: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for face in chosen:
-        m = align_matrix(face)
-        crop = warp(photo, m, (CROP, CROP))
-        to_result = cv2.invertAffineTransform(m) * scale
-        styled.append((stylize(crop), to_result))
+        size = crop_size(face, scale, sizes)
+        m = align_matrix(face, size)
+        by_size.setdefault(size, []).append((warp(photo, m, (size, size)), cv2.invertAffineTransform(m) * scale))
+    styled = []
+    for group in by_size.values():
+        drawn = stylize([crop for crop, _ in group])
+        styled += [(crop, to_result) for crop, (_, to_result) in zip(drawn, group)]
     return paste_faces(whole, styled, scene_light=face_model), chosen

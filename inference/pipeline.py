@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -16,7 +17,7 @@ from PIL import Image
 
 from inference.backends import Stylizer
 from inference.colour import blend, keep_colours
-from inference.faces import FaceDetector, face_pass
+from inference.faces import CROP_SIZES, FaceDetector, face_pass
 from inference.imageio import ImageLimits, decode, encode
 
 # 720 px on the long side, chosen by measurement (README, "Choosing max_side",
@@ -29,6 +30,7 @@ PANORAMA_LONG_SIDES = 4
 # longer than 20:1.
 PHOTO_MAX_SUM = 10_000
 PHOTO_MAX_ASPECT = 20
+EXIF_ORIENTATION = 0x0112
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,12 @@ class ConvertSettings:
 
 @dataclass
 class FaceTools:
-    """What the face pass needs: a detector and the model that draws faces."""
+    """What the face pass needs: a detector, the model that draws faces, and the crop sizes
+    that model draws well at (a face model: only the size it was trained at)."""
 
     detector: FaceDetector
     model: Stylizer
+    sizes: tuple[int, ...] = CROP_SIZES
 
 
 @dataclass
@@ -99,17 +103,38 @@ def resize(img: Image.Image, max_side: int) -> Image.Image:
     return img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
 
 
-def _long_side(data: bytes, max_side: int) -> int:
-    """The result's long side, from the file's header: more than ``max_side`` for a panorama.
+def _header_size(data: bytes) -> tuple[int, int] | None:
+    """The photo's size as it will be shown (after its EXIF rotation), from the file's header alone.
 
     Any problem with the file is left to :func:`decode`, which reports it;
-    here it only means no better guess than ``max_side``.
+    here it only means no early guess.
     """
     try:
         with Image.open(io.BytesIO(data)) as img:
-            return max(fit_size(img.width, img.height, max_side))
+            rotated = img.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
+            return (img.height, img.width) if rotated else img.size
     except Exception:
-        return max_side
+        return None
+
+
+def padded_shape(width: int, height: int, model: Stylizer) -> tuple[int, int, int, int]:
+    """The NHWC shape ``model`` is run at for a ``width`` x ``height`` image (see :func:`stylize`)."""
+    def side(n: int) -> int:
+        n = max(n, model.min_side)
+        return n + -n % model.multiple
+
+    return 1, side(height), side(width), 3
+
+
+def _compile_ahead(model: Stylizer, size: tuple[int, int] | None) -> threading.Thread | None:
+    """Compile ``model`` for a result of ``size`` while the photo decodes, where the backend
+    compiles per shape (OpenVINO): the 0.3 s or more is then not added to the decode's."""
+    prepare = getattr(model, "prepare", None)
+    if prepare is None or size is None:
+        return None
+    thread = threading.Thread(target=prepare, args=(padded_shape(*size, model),), daemon=True)
+    thread.start()
+    return thread
 
 
 def stylize(img: Image.Image, model: Stylizer) -> Image.Image:
@@ -122,13 +147,31 @@ def stylize(img: Image.Image, model: Stylizer) -> Image.Image:
     """
     x = np.asarray(img, dtype=np.float32) * (1 / 127.5) - 1.0
     h, w = x.shape[:2]
-    m = model.multiple
-    pad_h, pad_w = (max(side, model.min_side) + -max(side, model.min_side) % m - side for side in (h, w))
+    _, full_h, full_w, _ = padded_shape(w, h, model)
+    pad_h, pad_w = full_h - h, full_w - w
     if pad_h or pad_w:
         x = np.pad(x, ((0, pad_h), (0, pad_w), (0, 0)), mode="reflect")
     y = model(np.ascontiguousarray(x))[:h, :w]
     out = np.rint((y + 1.0) * 127.5)
     return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "RGB")
+
+
+def _release(model: Stylizer) -> None:
+    release = getattr(model, "release", None)
+    if release is not None:
+        release()
+
+
+def stylize_crops(crops: list[np.ndarray], model: Stylizer) -> list[np.ndarray]:
+    """Square RGB crops of one size through ``model``, in one batch where the model takes one.
+
+    Crop sizes are multiples of every model's ``multiple`` and at least
+    its ``min_side`` (faces.CROP_SIZES), so nothing is padded here.
+    """
+    x = np.stack(crops).astype(np.float32) * (1 / 127.5) - 1.0
+    many = getattr(model, "many", None)
+    y = many(x) if many is not None else np.stack([model(one) for one in x])
+    return list(np.clip(np.rint((y + 1.0) * 127.5), 0, 255).astype(np.uint8))
 
 
 def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = ConvertSettings(),
@@ -146,8 +189,13 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     # 1/2) came out 37.0 dB from the reference's output; at 3x every bench photo
     # is 39.7 dB or more, for 0.15 s more decoding of a 12 MP photo. Face crops
     # want those pixels too.
-    photo = decode(data, settings.limits, at_least=3 * _long_side(data, settings.max_side))
+    shown = _header_size(data)
+    result = fit_size(*shown, settings.max_side) if shown else None
+    ahead = _compile_ahead(model, result)
+    photo = decode(data, settings.limits, at_least=3 * (max(result) if result else settings.max_side))
     small = resize(photo, settings.max_side)
+    if ahead is not None:
+        ahead.join()
     t1 = time.perf_counter()
     anime = np.asarray(stylize(small, model))
     t2 = time.perf_counter()
@@ -157,9 +205,18 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
         original = np.asarray(photo)
         found = face_tools.detector.detect(original)
         t3 = time.perf_counter()
-        anime, used = face_pass(original, anime, found,
-                                lambda crop: np.asarray(stylize(Image.fromarray(crop), face_tools.model)),
-                                face_model=face_tools.model.style != model.style)
+        tools = face_tools
+
+        def draw_faces(crops: list[np.ndarray]) -> list[np.ndarray]:
+            # The two passes never need their buffers at once: free the whole image's before
+            # faces are drawn, and the faces' after, so a worker peaks at the larger, not the sum.
+            _release(model)
+            return stylize_crops(crops, tools.model)
+
+        anime, used = face_pass(original, anime, found, draw_faces, face_model=face_tools.model.style != model.style,
+                                sizes=face_tools.sizes)
+        if used:
+            _release(face_tools.model)
         timings.update(detect_s=t3 - t2, faces_s=time.perf_counter() - t3)
         to_file = photo.info.get("source_size", photo.size)[0] / photo.width
         reports = [{**f.report(to_file), "pass": f in used} for f in found]

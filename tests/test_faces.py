@@ -212,4 +212,5 @@ def test_which_faces_get_their_own_pass() -> None:
     assert not worth_a_pass(face(10), 0.5)  # too small to gain anything
     assert worth_a_pass(face(60), 0.5)  # 30 px in the result, ~100 px in a crop
     assert not worth_a_pass(face(300), 0.5)  # already bigger in the result than in a crop
-    assert worth_a_pass(face(300), 0.5, face_model=True)  # but a face model still has something to add
+    assert worth_a_pass(face(300), 0.5, face_model=True, result_short=1000)  # a face model still has something to add
+    assert not worth_a_pass(face(300), 0.5, face_model=True, result_short=80)  # unless it is 35 px of an 80 px picture

@@ -173,3 +173,17 @@ def test_jp_face_redraws_the_faces_and_leaves_the_rest_of_the_scene_alone(styles
         near[max(0, int(y1 - 1.2 * h)):int(y2 + 1.2 * h), max(0, int(x1 - 1.2 * w)):int(x2 + 1.2 * w)] = True
     assert np.array_equal(a[~near], b[~near])  # and nothing away from the faces changes
     assert (~near).mean() > 0.3
+
+
+def test_a_selfie_keeps_its_style_and_sketch_has_no_face_pass(styles_store: ModelStore, shared_photo) -> None:
+    """A face that fills the picture is the picture: with jp_face drawing it, every style's selfie came
+    out as the same anime face. And sketch's face crops came back as grey patches in its ink."""
+    from bot.worker_process import Drawer, WorkerSpec
+
+    scene = load_stylizer(styles_store, "shinkai")
+    selfie = convert_bytes(shared_photo("portrait_closeup.jpg"), scene, ConvertSettings(fmt="png"),
+                           load_face_tools(styles_store, scene))
+    alone = convert_bytes(shared_photo("portrait_closeup.jpg"), scene, ConvertSettings(fmt="png", faces=False))
+    assert [f["pass"] for f in selfie.faces] == [False] and selfie.data == alone.data
+    assert load_face_tools(styles_store, load_stylizer(styles_store, "sketch")) is None
+    assert Drawer(WorkerSpec(styles_store.home, "openvino", 1, "sketch"))._faces("sketch") is None

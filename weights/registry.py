@@ -42,6 +42,8 @@ class ModelEntry:
     # The styles that draw this style's faces, first installed wins; none
     # installed (or an empty list) means the style draws its own faces.
     face_styles: tuple[str, ...] = ()
+    # False: never a face pass. Sketch's crops come back as grey patches in its black-ink page.
+    face_pass: bool = True
     multiple: int | None = None  # both sides must divide by this (None: the backend's own)
     min_side: int = 0  # each side is padded up to at least this (AnimeGANv3 wants 256)
 
