@@ -53,9 +53,6 @@ class Styles:
         rank = {look: i for i, look in enumerate(LOOK_ORDER)}
         return [e.name for e in sorted(self.entries, key=lambda e: rank.get(e.look, len(rank)))]
 
-    def label(self, name: str) -> str:
-        return next((e.label for e in self.entries if e.name == name), name)
-
     def display(self, name: str, lang: str) -> str:
         """The style's short name for users, in ``lang``."""
         return next((e.display(lang) for e in self.entries if e.name == name), name)
