@@ -93,8 +93,11 @@ class Pool(abc.ABC):
         return self.queue.waiting
 
     def free_slots(self) -> int:
-        """How many more photos may wait now (places reserved but not yet used count as taken)."""
-        return max(0, self.queue_size - self.queue.waiting - self._reserved)
+        """How many more photos may be taken on now: the queue's free places plus the idle workers
+        (a photo still downloading is headed for one of those, not for the queue). Places reserved
+        but not yet used count as taken."""
+        idle = max(0, self.size - self.running)
+        return max(0, self.queue_size + idle - self.queue.waiting - self._reserved)
 
     def reserve(self, places: int) -> Reservation | None:
         """Hold ``places`` in the queue for photos still to be downloaded; None if there is no room."""

@@ -53,6 +53,7 @@ def test_a_busy_worker_queues_up_to_the_limit_then_refuses_and_draws_everything_
     async def go() -> None:
         async with running(new_pool(tiny_store, queue_size=2)) as pool:
             (pid,) = pool.pids()
+            assert pool.free_slots() == 3  # the idle worker's photo, then a queue of two
             os.kill(pid, signal.SIGSTOP)  # the worker is "drawing" the first photo as long as we like
             first = submit(pool, 0)
             await within(first.started.wait())
@@ -67,7 +68,7 @@ def test_a_busy_worker_queues_up_to_the_limit_then_refuses_and_draws_everything_
             os.kill(pid, signal.SIGCONT)
             results = await within(asyncio.gather(*(t.result for t in [first, *queued])))
             assert [r.output_size for r in results] == [(96, 72)] * 3 and {r.style for r in results} == {"tiny"}
-            assert (pool.running, pool.waiting, pool.free_slots()) == (0, 0, 2)
+            assert (pool.running, pool.waiting, pool.free_slots()) == (0, 0, 3)
             assert pool.pids() == [pid]  # one worker served them all
 
     asyncio.run(go())
