@@ -150,7 +150,7 @@ class Replies:
     # --- one result ---------------------------------------------------------------
 
     def _caption(self, req: Request, done: Sequence[Drawn]) -> str | None:
-        notes = ([t(req.lang, "fast_mode")] if req.fast else []) + \
+        notes = ([t(req.lang, "fast_mode", style=self.styles.display(req.style, req.lang))] if req.fast else []) + \
             ([t(req.lang, "first_frame")] if any(d.animated for d in done) else []) + \
             list(dict.fromkeys(note for d in done if (note := self._selfie_note(req, d))))
         return "\n".join(notes) or None

@@ -36,8 +36,26 @@ def test_a_long_queue_switches_to_the_lite_style(hayao_file: Path, tmp_path: Pat
             chat, user = private_chat(501)
             msg = fake.photo_message(chat, user, synthetic_photo(512, 512))
             reply = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendPhoto"], 180)[0]
-            assert "fast mode" in reply.params["caption"]
+            assert "fast mode, with the lighter" in reply.params["caption"]
             data = [b["callback_data"] for row in reply.params["reply_markup"]["inline_keyboard"] for b in row]
             assert any(d.startswith("f:") for d in data) and any(d.startswith("r:hayao:") for d in data)
+        finally:
+            assert bot.stop() == 0, bot.log()
+
+
+def test_fast_mode_can_map_a_style_to_a_cheaper_real_one(styles_store: ModelStore, tmp_path: Path) -> None:
+    """No lite model needs training: Hayao (AnimeGANv2) falls back to Ghibli (AnimeGANv3, about half
+    the cost per pixel), and the caption names the style the user got."""
+    with FakeTelegram() as fake:
+        bot = start_bot(fake, tmp_path / "bot", styles_store.home, ANIMEBOT_FAST_MODE="hayao=hayao_v3",
+                        ANIMEBOT_FAST_QUEUE="0")
+        try:
+            chat, user = private_chat(502)
+            msg = fake.photo_message(chat, user, synthetic_photo(480, 360))
+            reply = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendPhoto"], 180)[0]
+            assert "fast mode, with the lighter Ghibli style" in reply.params["caption"]
+            assert "job 1000: hayao_v3 480x360" in bot.log()
+            data = [b["callback_data"] for row in reply.params["reply_markup"]["inline_keyboard"] for b in row]
+            assert any(d.startswith("r:hayao:") for d in data)  # one tap asks for the style they chose
         finally:
             assert bot.stop() == 0, bot.log()
