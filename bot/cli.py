@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from bot.convert import convert, read_input
+from inference.clip_io import ClipLimits
 from inference.engine import BACKENDS, DEFAULT_BACKEND
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE
@@ -74,16 +75,23 @@ def _parser() -> argparse.ArgumentParser:
     h = sub.add_parser("health", help="exit 0 if the bot in ANIMEBOT_HOME is running with all its workers")
     h.set_defaults(handler=_health)
 
-    c = sub.add_parser("convert", help="convert image files to anime")
+    c = sub.add_parser("convert", help="convert image files and clips (GIF, MP4, MOV, WebM) to anime")
     c.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
     dest = c.add_mutually_exclusive_group()
     dest.add_argument("-o", "--output", type=Path, help="output file (one input only)")
     dest.add_argument("--out-dir", type=Path, help="folder for outputs, named INPUT-STEM.STYLE.FORMAT "
                                                    "(INPUT-STEM-2... when two inputs share a stem)")
     c.add_argument("--style", help="installed style name (default: hayao if installed)")
-    c.add_argument("--max-side", type=int, default=DEFAULT_MAX_SIDE,
-                   help="long side of the output, px (a panorama's is longer; see README)")
-    c.add_argument("--format", choices=("jpg", "png"), help="output format (default: from -o, else jpg)")
+    c.add_argument("--max-side", type=int,
+                   help=f"long side of the output, px (default: {DEFAULT_MAX_SIDE} for pictures, a panorama's is "
+                        f"longer, see README; {ClipLimits.max_side} for clips)")
+    c.add_argument("--format", choices=("jpg", "png", "mp4", "gif"),
+                   help="output format: jpg or png for pictures, mp4 or gif for clips (default: from -o, "
+                        "else jpg and mp4)")
+    c.add_argument("--max-seconds", type=float, default=ClipLimits.max_seconds,
+                   help=f"a longer clip is cut to its first this many seconds (default {ClipLimits.max_seconds:g})")
+    c.add_argument("--fps", type=float, default=ClipLimits.max_fps,
+                   help=f"a clip's frame rate cap: frames are dropped evenly (default {ClipLimits.max_fps:g})")
     c.add_argument("--quality", type=int, default=92, help="JPEG quality, 1-95")
     c.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                    help=f"how the model runs (default: {DEFAULT_BACKEND}, the fastest measured)")

@@ -1,4 +1,4 @@
-"""``animebot convert``: image files in, anime files out, one line (or JSON object) each.
+"""``animebot convert``: image and clip files in, anime files out, one line (or JSON object) each.
 
 Kept apart from bot/cli.py because most of it is about outputs: picking a
 name that overwrites neither an input nor another output, and turning every
@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 
 from inference.backends import Stylizer
+from inference.clip_io import ClipLimits
+from inference.clips import FORMATS as CLIP_FORMATS
+from inference.clips import ClipSettings, ConvertedClip, convert_clip, is_clip
 from inference.errors import AnimebotError
-from inference.pipeline import ConvertSettings, FaceTools
+from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
 from weights.store import ModelStore, data_home, default_style
 
 
@@ -25,31 +28,46 @@ def convert(args: argparse.Namespace) -> int:
     if args.output and len(args.inputs) > 1:
         raise AnimebotError("-o takes one input; use --out-dir for several")
     _check_range("--quality", args.quality, 1, 95)
-    if args.max_side < 64:
+    if args.max_side is not None and args.max_side < 64:
         raise AnimebotError("--max-side must be at least 64")
+    if not 0 < args.max_seconds <= 600 or not 1 <= args.fps <= 60:
+        raise AnimebotError("--max-seconds must be between 0 and 600, and --fps between 1 and 60")
     _check_range("--strength", args.strength, 0, 100)
     if args.threads is not None:
         _check_range("--threads", args.threads, 1, 256)  # as ANIMEBOT_THREADS
-    fmt = _output_format(args)
+    still_fmt, clip_fmt = _output_formats(args)
     store = ModelStore(data_home())
     style = args.style or default_style(store)
     store.require_style(style)
-    dests = _destinations(args, style, fmt)
+    names = _Names(args, style)
     model = load_stylizer(store, style, args.backend, args.threads)
-    face_tools, faces_skipped = _face_tools(store, model, args)
-    settings = ConvertSettings(max_side=args.max_side, fmt=fmt, jpeg_quality=args.quality, faces=args.faces,
-                               strength=args.strength, keep_colours=args.keep_colours)
+    faces: tuple[FaceTools | None, str] | None = None  # loaded with the first picture: clips skip the face pass
+    settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt=still_fmt, jpeg_quality=args.quality,
+                               faces=args.faces, strength=args.strength, keep_colours=args.keep_colours)
+    clip_settings = ClipSettings(ClipLimits(args.max_seconds, args.fps, args.max_side or ClipLimits.max_side),
+                                 clip_fmt, strength=args.strength, keep_colours=args.keep_colours)
     failed = 0
-    for src, dest in zip(args.inputs, dests):
+    for src in args.inputs:
+        dest = None
         try:
+            data = read_input(src)
+            clip = is_clip(data)
+            dest = names.next(src, clip_fmt if clip else still_fmt, clip)
             _check_destination(dest)
-            result = convert_bytes(read_input(src), model, settings, face_tools)
+            if clip:
+                moving = convert_clip(data, model, clip_settings)
+                _write(dest, moving.data)
+                _report_clip(args, src, dest, moving)
+                continue
+            faces = faces or _face_tools(store, model, args)
+            face_tools, faces_skipped = faces
+            result = convert_bytes(data, model, settings, face_tools)
             _write(dest, result.data)
         except AnimebotError as exc:
             failed += 1
             if args.json:
-                print(json.dumps({"input": str(src), "output": str(dest), "ok": False, "error": exc.code,
-                                  "message": exc.message}))
+                print(json.dumps({"input": str(src), "output": str(dest) if dest else None, "ok": False,
+                                  "error": exc.code, "message": exc.message}))
             else:
                 print(f"{src}: {exc.message}", file=sys.stderr)
             continue
@@ -78,13 +96,31 @@ def convert(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _report_clip(args: argparse.Namespace, src: Path, dest: Path, clip: ConvertedClip) -> None:
+    w, h = clip.plan.size
+    if args.json:
+        print(json.dumps({
+            "input": str(src), "output": str(dest), "ok": True, "kind": "clip",
+            "input_size": [clip.source.width, clip.source.height], "output_size": [w, h],
+            "style": clip.style, "backend": clip.backend, "frames": clip.frames, "drawn": clip.drawn,
+            "fps": round(float(clip.plan.fps), 4), "seconds": round(clip.frames / float(clip.plan.fps), 4),
+            "input_seconds": round(clip.source.seconds, 4), "trimmed": clip.plan.trimmed, "sound": clip.sound,
+            **{k: round(v, 4) for k, v in clip.timings.items()},
+        }))
+        return
+    notes = (", cut to the first {:g} s".format(clip.plan.seconds) if clip.plan.trimmed else "") + \
+        (", its sound could not be read" if clip.sound == "damaged" else "")
+    print(f"{src} -> {dest} ({w}x{h}, {clip.frames} frames at {float(clip.plan.fps):g} fps, {clip.style}, "
+          f"{clip.backend}, {clip.timings['total_s']:.1f} s{notes})")
+
+
 def _check_range(option: str, value: int, lo: int, hi: int) -> None:
     """One line and exit 2 for an option out of its range, before a backend fails on it deep inside."""
     if not lo <= value <= hi:
         raise AnimebotError(f"{option} must be between {lo} and {hi}")
 
 
-def _destinations(args: argparse.Namespace, style: str, fmt: str) -> list[Path]:
+class _Names:
     """Each input's output path: never an input, never another input's output.
 
     Under --out-dir (or in this folder) outputs are named INPUT-STEM.STYLE.FORMAT,
@@ -93,22 +129,27 @@ def _destinations(args: argparse.Namespace, style: str, fmt: str) -> list[Path]:
     A name that is one of the inputs is skipped the same way, so a result
     never replaces a photo, not even one still waiting to be converted.
     """
-    if args.output:
-        src = args.inputs[0]
-        if args.output.exists() and src.exists() and args.output.samefile(src):
-            raise AnimebotError(f"-o {args.output} is the input itself; choose another name for the output")
-        return [args.output]
-    folder = args.out_dir or Path(".")
-    taken = {_identity(p) for p in args.inputs}
-    dests = []
-    for src in args.inputs:
-        dest, n = folder / f"{src.stem}.{style}.{fmt}", 1
-        while _identity(dest) in taken:
+
+    def __init__(self, args: argparse.Namespace, style: str) -> None:
+        self.args, self.style = args, style
+        self.taken = {_identity(p) for p in args.inputs}
+
+    def next(self, src: Path, fmt: str, clip: bool) -> Path:
+        if self.args.output:
+            implied = _format_of(self.args.output)
+            if implied is not None and (implied in CLIP_FORMATS) != clip:
+                kind, wanted = ("a clip", ".mp4 or .gif") if clip else ("a picture", ".jpg or .png")
+                raise AnimebotError(f"{src} is {kind}: name the output {wanted}")
+            if self.args.output.exists() and src.exists() and self.args.output.samefile(src):
+                raise AnimebotError(f"-o {self.args.output} is the input itself; choose another name for the output")
+            return Path(self.args.output)
+        folder = self.args.out_dir or Path(".")
+        dest, n = folder / f"{src.stem}.{self.style}.{fmt}", 1
+        while _identity(dest) in self.taken:
             n += 1
-            dest = folder / f"{src.stem}-{n}.{style}.{fmt}"
-        taken.add(_identity(dest))
-        dests.append(dest)
-    return dests
+            dest = folder / f"{src.stem}-{n}.{self.style}.{fmt}"
+        self.taken.add(_identity(dest))
+        return dest
 
 
 def _identity(path: Path) -> str:
@@ -154,28 +195,33 @@ def _face_tools(store: ModelStore, model: Stylizer, args: argparse.Namespace) ->
         return None, exc.message
 
 
-def _output_format(args: argparse.Namespace) -> str:
-    """jpg or png: from -o's suffix, which --format may repeat but not contradict, else --format, else jpg.
+def _output_formats(args: argparse.Namespace) -> tuple[str, str]:
+    """The format for pictures (jpg or png) and for clips (mp4 or gif): from -o's suffix, which
+    --format may repeat but not contradict, else --format, else jpg and mp4.
 
     A ``.png`` holding JPEG bytes misleads every program that opens it, so a
     contradiction is refused rather than settled silently either way.
     """
+    still, clip = "jpg", "mp4"
+    if args.format:
+        still, clip = (still, args.format) if args.format in CLIP_FORMATS else (args.format, clip)
     if args.output is None:
-        return args.format or "jpg"
+        return still, clip
     implied = _format_of(args.output)
     if implied is None:
         if args.format:
-            return args.format
-        raise AnimebotError(f"{args.output.name}: output must end in .jpg or .png (or pass --format)")
+            return still, clip
+        raise AnimebotError(f"{args.output.name}: output must end in .jpg, .png, .mp4 or .gif (or pass --format)")
     if args.format and args.format != implied:
         raise AnimebotError(f"-o {args.output.name} names a {implied} file but --format is {args.format}; "
                             "make them agree")
-    return implied
+    return (still, implied) if implied in CLIP_FORMATS else (implied, clip)
 
 
 def _format_of(path: Path) -> str | None:
     """The format a file name's suffix promises, if it is one we write."""
-    return {"jpg": "jpg", "jpeg": "jpg", "png": "png"}.get(path.suffix.lower().lstrip("."))
+    return {"jpg": "jpg", "jpeg": "jpg", "png": "png", "mp4": "mp4", "gif": "gif"}.get(
+        path.suffix.lower().lstrip("."))
 
 
 def read_input(path: Path) -> bytes:

@@ -56,6 +56,17 @@ class FaceTools:
     sizes: tuple[int, ...] = CROP_SIZES
 
 
+@dataclass(frozen=True)
+class ClipFacts:
+    """What a drawn clip is, for the reply and the logs (see inference/clips.py)."""
+
+    fps: float
+    seconds: float
+    drawn: int  # frames the model drew; the others repeat their predecessor
+    trimmed: bool  # cut to the longest clip drawn
+    sound: str | None  # "kept"; "damaged" when the input's sound could not be read; None: silent
+
+
 @dataclass
 class Converted:
     """A finished conversion, with what the CLI's --json and the bot's logs report."""
@@ -67,7 +78,8 @@ class Converted:
     backend: str
     timings: dict[str, float]
     faces: list[dict[str, object]] = field(default_factory=list)
-    frames: int = 1  # an animation's frame count; only its first frame is drawn
+    frames: int = 1  # frames written for a clip; for an animated picture its count (its first frame is drawn)
+    clip: ClipFacts | None = None  # set for a clip: ``data`` is an MP4
 
 
 def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:

@@ -1,0 +1,144 @@
+"""Clips drawn as anime: every frame through the same model as a photo, streamed in and out.
+
+The clip is planned from its header (size, rate, length: :mod:`inference.clip_io`),
+the model is compiled once for the one output shape, and each new input frame is
+drawn as the photo path would draw it (the same resize, model and strength), then
+steadied against the previous frame (:mod:`inference.steady`) and encoded at
+once. A frame the rate cap repeats is not drawn again. Memory holds a frame or
+two and the encoded output, whatever the clip's length.
+"""
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from inference import clip_io
+from inference.backends import Stylizer
+from inference.clip_io import ClipInfo, ClipLimits, ClipPlan
+from inference.colour import blend, keep_colours
+from inference.errors import AnimebotError
+from inference.pipeline import ClipFacts, Converted, _compile_ahead, stylize
+from inference.steady import Steadier
+
+FORMATS = ("mp4", "gif")
+
+
+class ClipCancelled(AnimebotError):
+    code = "cancelled"
+
+
+@dataclass(frozen=True)
+class ClipSettings:
+    """Everything besides the model that changes a clip's output."""
+
+    limits: ClipLimits = field(default_factory=ClipLimits)
+    fmt: str = "mp4"
+    sound: bool = True  # copy the input's sound (an animation has none to keep)
+    strength: int = 100
+    keep_colours: bool = False
+    steady: bool = True
+
+
+@dataclass
+class ConvertedClip:
+    """A finished clip, with what the CLI's --json and the bot's logs report."""
+
+    data: bytes
+    fmt: str
+    source: ClipInfo
+    plan: ClipPlan
+    frames: int  # frames written
+    drawn: int  # of those, frames the model drew (the rest repeat their predecessor)
+    sound: str | None  # "kept", or "damaged" when the input's sound could not be read; None: silent
+    style: str
+    backend: str
+    timings: dict[str, float]
+
+    def as_converted(self) -> Converted:
+        """The clip as the bot's workers report any drawing."""
+        return Converted(self.data, (self.source.width, self.source.height), self.plan.size, self.style,
+                         self.backend, self.timings, frames=self.frames,
+                         clip=ClipFacts(float(self.plan.fps), self.frames / float(self.plan.fps), self.drawn,
+                                        self.plan.trimmed, self.sound))
+
+
+def is_clip(data: bytes) -> bool:
+    """Whether a file is a moving picture: a GIF of more than one frame, or a video container
+    (MP4/MOV, WebM/Matroska, AVI). A one-frame GIF is a picture, and goes the photo's way."""
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        try:
+            with Image.open(io.BytesIO(data)) as img:
+                return getattr(img, "n_frames", 1) > 1
+        except (OSError, ValueError, Image.DecompressionBombError):
+            return False
+    iso = data[4:8] == b"ftyp" and data[8:12] not in (b"heic", b"heix", b"mif1", b"avif")
+    return iso or data[:4] == b"\x1a\x45\xdf\xa3" or (data[:4] == b"RIFF" and data[8:12] == b"AVI ")
+
+
+def draw_frame(photo: np.ndarray, model: Stylizer, settings: ClipSettings) -> np.ndarray:
+    """One frame as the photo path draws a photo of that size (no face pass: clips skip it)."""
+    anime = np.asarray(stylize(Image.fromarray(photo, "RGB"), model))
+    if settings.keep_colours:
+        anime = keep_colours(photo, anime)
+    if settings.strength < 100:
+        anime = blend(photo, anime, settings.strength / 100)
+    return anime
+
+
+def convert_clip(data: bytes, model: Stylizer, settings: ClipSettings = ClipSettings(),
+                 progress: Callable[[int, int], None] | None = None,
+                 cancelled: Callable[[], bool] | None = None) -> ConvertedClip:
+    """Draw a clip. ``progress(done, total)`` hears of each frame written; ``cancelled()`` is asked
+    before each frame is drawn, and True stops the work with :class:`ClipCancelled`.
+
+    Raises :class:`~inference.clip_io.ClipError` for a file that is not a clip we can draw.
+    """
+    if settings.fmt not in FORMATS:
+        raise AnimebotError(f"Unknown clip format {settings.fmt!r}: use one of {', '.join(FORMATS)}.")
+    t0 = time.perf_counter()
+    info = clip_io.probe(data)
+    clip = clip_io.plan(info, settings.limits)
+    ahead = _compile_ahead(model, clip.size)
+    if ahead is not None:
+        ahead.join()
+    steady = Steadier() if settings.steady else None
+    counts = {"written": 0, "drawn": 0}
+    model_s = 0.0
+
+    def frames() -> Iterator[np.ndarray]:
+        nonlocal model_s
+        shown: np.ndarray | None = None
+        for photo, new in clip_io.read_frames(data, info, clip):
+            if new or shown is None:
+                if cancelled is not None and cancelled():
+                    raise ClipCancelled("Cancelled.")
+                t = time.perf_counter()
+                anime = draw_frame(photo, model, settings)
+                model_s += time.perf_counter() - t
+                shown = steady(photo, anime) if steady is not None else anime
+                counts["drawn"] += 1
+            counts["written"] += 1
+            yield shown
+            if progress is not None:
+                progress(counts["written"], clip.frames)
+
+    sound = None
+    if settings.fmt == "gif":
+        out = clip_io.write_gif(frames(), clip.fps)
+    else:
+        writer = clip_io.Mp4Writer(clip, data if settings.sound and info.audio else None)
+        try:
+            for frame in frames():
+                writer.write(frame)
+        except BaseException:
+            writer.discard()
+            raise
+        out, sound = writer.finish(), writer.sound
+    total = time.perf_counter() - t0
+    return ConvertedClip(out, settings.fmt, info, clip, counts["written"], counts["drawn"], sound, model.style,
+                         model.backend, {"model_s": model_s, "total_s": total})
