@@ -52,7 +52,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
         .build()
     )
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
-    images = filters.PHOTO | filters.Document.ALL
+    images = filters.PHOTO | filters.Document.ALL | filters.ANIMATION | filters.VIDEO | filters.VIDEO_NOTE
     app.add_handler(TypeHandler(Update, handlers.gate), group=-1)  # the allowlist, before everything
     app.add_handler(CommandHandler("start", handlers.start))
     app.add_handler(CommandHandler("stats", handlers.stats_command))
@@ -67,14 +67,14 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(MessageHandler(groups & images, photos.group_media))
     app.add_handler(CallbackQueryHandler(presses.redraw_button, pattern=keyboards.REDRAW))
     app.add_handler(CallbackQueryHandler(presses.full_size_button, pattern=keyboards.FULL_SIZE))
+    app.add_handler(CallbackQueryHandler(presses.cancel_button, pattern=keyboards.CANCEL))
     app.add_handler(CallbackQueryHandler(presses.all_styles_button, pattern=keyboards.ALL_STYLES))
     app.add_handler(CallbackQueryHandler(presses.preview_button, pattern=keyboards.PREVIEW_MINE))
     app.add_handler(CallbackQueryHandler(presses.style_button, pattern=keyboards.SET_STYLE))
     app.add_handler(CallbackQueryHandler(presses.lang_button, pattern=keyboards.SET_LANG))
     app.add_handler(CallbackQueryHandler(presses.option_button, pattern=keyboards.SET_OPTION))
     app.add_handler(CallbackQueryHandler(presses.unknown_button))
-    others = filters.Sticker.ALL | filters.VIDEO | filters.ANIMATION | filters.VOICE | filters.AUDIO | \
-        filters.VIDEO_NOTE | filters.LOCATION | filters.CONTACT
+    others = filters.Sticker.ALL | filters.VOICE | filters.AUDIO | filters.LOCATION | filters.CONTACT
     app.add_handler(MessageHandler(private & others, handlers.text_hint))
     app.add_handler(MessageHandler(private & filters.COMMAND, handlers.unknown_command))
     app.add_handler(MessageHandler(private & filters.TEXT, handlers.text_hint))

@@ -26,7 +26,7 @@ QUEUE = "animebot"
 HEARTBEAT_PREFIX = "animebot:worker:"
 # Orders and results carry this; a bot and a worker of different releases refuse each other's messages
 # with a sentence that says so, rather than misreading a field.
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # 2: clips (an order's clip settings, a result's clip facts)
 # Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
 MAX_PHOTO_BYTES = 20 << 20
 # Short enough that a dead Redis fails a call within seconds instead of hanging it.

@@ -39,7 +39,7 @@ from kombu.exceptions import KombuError
 from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo,
                             make_celery, order_to_message, read_workers, result_from_message)
 from bot.fairqueue import Task
-from bot.pool import Pool, WorkerLost, WorkerView, fail
+from bot.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
 from bot.worker_process import WorkFailed
 from inference.errors import AnimebotError
 
@@ -155,9 +155,11 @@ class CeleryPool(Pool):
 
     async def _send(self, flight: _InFlight) -> bool:
         message = order_to_message(flight.task.order)
+        limit = self._limit(flight)
         try:
             await asyncio.get_running_loop().run_in_executor(
-                self._io, lambda: self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE))
+                self._io, lambda: self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE,
+                                                      time_limit=limit, soft_time_limit=limit - min(5.0, limit / 10)))
         except Exception as exc:  # kombu and Celery wrap a lost Redis in several types, RuntimeError among them
             self._broker_down(exc)
             return False
@@ -232,13 +234,17 @@ class CeleryPool(Pool):
                 await self._failed(flight, meta.get("result"))
             elif flight.task.result.done():  # its job was stopped
                 del self._in_flight[flight.task_id]
-            elif now - flight.sent_at > self.timeout_s + LOST_AFTER_S:
+            elif now - flight.sent_at > self._limit(flight) + LOST_AFTER_S:
                 log.warning("job %s: no result after %.0f s; giving it up", flight.task.job_id, now - flight.sent_at)
                 self._end(flight, WorkerLost("the worker timed out"))
             elif flight.claimed and now - flight.seen_at > LOST_AFTER_S:
                 await self._resend(flight)
             elif not flight.claimed and now - flight.seen_at > SENT_GRACE_S and idle:
                 await self._resend(flight)  # a worker is free, yet none took it: it was lost on the way
+
+    def _limit(self, flight: _InFlight) -> float:
+        """How long its worker may take: the job timeout, a clip's several times over."""
+        return self.timeout_s * (CLIP_TIMEOUT_FACTOR if flight.task.order.clip is not None else 1)
 
     async def _failed(self, flight: _InFlight, error: object) -> None:
         """Celery failed the task: past its time limit (given up), or for a reason of the worker's

@@ -48,6 +48,9 @@ class Config:
     per_user_limit: int = 20
     job_timeout_s: float = 120.0
     max_side: int = DEFAULT_MAX_SIDE
+    # Clips (GIFs, videos, video notes): longer ones are drawn as their first video_max_s seconds.
+    video_max_s: int = 10
+    video_max_side: int = 480
     default_style: str | None = None
     backend: str = DEFAULT_BACKEND
     admins: frozenset[int] = frozenset()
@@ -117,6 +120,8 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         per_user_limit=_int(env, "ANIMEBOT_PER_USER_LIMIT", Config.per_user_limit, 1, 10_000),
         job_timeout_s=float(_int(env, "ANIMEBOT_JOB_TIMEOUT", int(Config.job_timeout_s), 1, 3600)),
         max_side=_int(env, "ANIMEBOT_MAX_SIDE", Config.max_side, 64, 4096),
+        video_max_s=_int(env, "ANIMEBOT_VIDEO_MAX_S", Config.video_max_s, 1, 60),
+        video_max_side=_int(env, "ANIMEBOT_VIDEO_MAX_SIDE", Config.video_max_side, 64, 1280),
         default_style=env.get("ANIMEBOT_STYLE") or None,
         backend=_choice(env, "ANIMEBOT_BACKEND", Config.backend, BACKENDS),
         admins=_ids(env.get("ANIMEBOT_ADMINS", ""), "ANIMEBOT_ADMINS"),

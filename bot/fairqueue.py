@@ -24,6 +24,7 @@ import heapq
 import itertools
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.worker_process import WorkOrder
@@ -44,6 +45,8 @@ class Task:
     waited_s: float = 0.0
     tag: float = 0.0
     seq: int = 0
+    progress: tuple[int, int] | None = None  # a clip's frames drawn, of how many (as its worker reports)
+    stop: Callable[[], None] | None = None  # asks its worker to stop it (set by the pool while it is drawn)
 
     @property
     def job_id(self) -> str:

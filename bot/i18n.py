@@ -21,6 +21,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "help": (
             "How to use me:\n"
             "• Send a photo, an image file or an album: you get the anime version back.\n"
+            "• Send a GIF, a short video or a round video note: it comes back drawn, with its sound. "
+            "Long clips are drawn up to their first seconds; each second counts as one photo of your limits.\n"
             "• /style: choose your default style ({styles}).\n"
             "• Buttons under a result: redraw in another style, or get the full-size file "
             "(Telegram recompresses photos; the file is exactly what I drew).\n"
@@ -134,7 +136,17 @@ TEXTS: dict[str, dict[str, str]] = {
         "already_coming": "Already on its way…",
         "not_your_menu": "This menu belongs to someone else. Send {command} for your own.",
         "settings_admins_only": "Only this group's admins can change its settings.",
-        "animation_later": "I can't draw animations and GIFs yet. Send a still photo, or a frame of it as a picture.",
+        "clip_drawing": "Drawing frame {done} of {total}…",
+        "button_cancel": "✖ Cancel",
+        "cancelling": "Stopping…",
+        "cancelled": "Cancelled: nothing was sent, and it doesn't count against your limits.",
+        "not_your_job": "Only the person who sent it can cancel it.",
+        "job_gone": "That one is already finished.",
+        "clip_over_limit": "That clip counts as {units} photos (one per second), more than the {count} you may have "
+                           "waiting now. Send it again once your other photos are back.",
+        "bad_clip": "I couldn't read that video. Send an MP4, a GIF or a WebM.",
+        "clip_trimmed": "✂️ I draw clips up to {seconds:g} seconds long: this is the start of yours.",
+        "clip_silent": "🔇 Its sound could not be read, so this comes back silent.",
     },
     "zh": {
         "start": (
@@ -147,6 +159,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "help": (
             "使用方法：\n"
             "• 发送照片、图片文件或相册，我会回复动漫版本。\n"
+            "• 发送 GIF、短视频或圆形视频消息：我会画好后发回，并保留声音。"
+            "较长的片段只画开头几秒；每秒计作一张照片的额度。\n"
             "• /style：选择默认画风（{styles}）。\n"
             "• 结果下方的按钮：换画风重画，或获取原尺寸文件（Telegram 会压缩照片，文件是原样的结果）。\n"
             "• 结果下方的“全部画风”：同一张照片的其他所有画风，以相册发送。每种画风计入每日额度的一张。\n"
@@ -248,11 +262,21 @@ TEXTS: dict[str, dict[str, str]] = {
         "already_coming": "正在处理中…",
         "not_your_menu": "这个菜单是别人的。发送 {command} 获取你自己的。",
         "settings_admins_only": "只有本群管理员可以更改设置。",
-        "animation_later": "我暂时还不能画动图和 GIF。请发送静态照片。",
+        "clip_drawing": "正在绘制第 {done} 帧，共 {total} 帧…",
+        "button_cancel": "✖ 取消",
+        "cancelling": "正在停止…",
+        "cancelled": "已取消：没有发送任何内容，也不计入你的额度。",
+        "not_your_job": "只有发送者本人可以取消。",
+        "job_gone": "这个已经完成了。",
+        "clip_over_limit": "这个片段计作 {units} 张照片（每秒一张），超过了你现在可等待的 {count} 张。"
+                           "等其他照片完成后再发送。",
+        "bad_clip": "我无法读取这个视频。请发送 MP4、GIF 或 WebM。",
+        "clip_trimmed": "✂️ 我最多绘制 {seconds:g} 秒长的片段：这是你的片段的开头部分。",
+        "clip_silent": "🔇 无法读取它的声音，所以发回的是无声版本。",
     },
 }
 
-IMAGE_ERROR_CODES = ("empty", "not_image", "corrupt", "format", "too_large", "too_small", "aspect")
+IMAGE_ERROR_CODES = ("empty", "not_image", "corrupt", "format", "too_large", "too_small", "aspect", "bad_clip")
 
 
 def pick_lang(chosen: str | None, language_code: str | None) -> str:

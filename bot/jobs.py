@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +34,8 @@ from bot.retry import retrying
 from bot.status import Status
 from bot.styles import Styles
 from bot.worker_process import WorkOrder
+from inference.clip_io import ClipLimits
+from inference.clips import ClipSettings, is_clip
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
 from storage.cache import Cache, CachedResult, result_key
@@ -41,6 +44,7 @@ from storage.journal import Journal
 log = logging.getLogger("animebot.jobs")
 
 DOWNLOAD_LIMIT = 20 * 1024 * 1024  # the Bot API's getFile limit
+CLIP_REVISION = 1  # raise when a change to the clip pipeline changes its results (a new cache key)
 MAX_ATTEMPTS = 3  # a job that was running during 3 crashes in a row is given up, with an apology
 
 
@@ -49,7 +53,9 @@ class _Job:
     """A request being answered now: its coroutine's task and its photos in the pool."""
 
     task: asyncio.Task[object]
+    user_id: int
     pool_tasks: list[Task] = field(default_factory=list)
+    cancelled: bool = False  # its user pressed Cancel
 
     def waiting(self) -> bool:
         """Whether a photo of it is still queued, not yet on a worker."""
@@ -66,7 +72,8 @@ class JobRunner:
 
     def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles,
                  replies: Replies, per_user_limit: int, limits: Limits | None = None,
-                 fast_styles: dict[str, str] | None = None, fast_queue: int = 4) -> None:
+                 fast_styles: dict[str, str] | None = None, fast_queue: int = 4,
+                 clip_limits: ClipLimits = ClipLimits()) -> None:
         self.bot = bot
         self.pool = pool
         self.cache = cache
@@ -78,6 +85,7 @@ class JobRunner:
         self.access = limits.access if limits is not None else Access()
         self.fast_styles = fast_styles or {}
         self.fast_queue = fast_queue
+        self.clip_limits = clip_limits
         self._in_flight: Counter[int] = Counter()
         self._turns: dict[int, tuple[asyncio.Lock, int]] = {}  # user -> their intake lock, and its users
         self._jobs: dict[str, _Job] = {}
@@ -91,6 +99,7 @@ class JobRunner:
         """Take on and answer a new request; never raises for anything a user or Telegram can cause."""
         if self._stopping:  # its update stays unhandled, and is replayed at the next start
             raise asyncio.CancelledError
+        req = self._clip_lengths(req)
         with contextlib.ExitStack() as held:
             async with self._turn(req.user_id):
                 taken = await self._take_on(req, held)
@@ -122,7 +131,7 @@ class JobRunner:
         needs = await self._needs(req)  # a press of a cached result's button draws nothing
         if self.limits is not None and n:
             # The rate counts what was asked for; the quota only what must be drawn (a preview sheet is one).
-            drawing = int(any(needs)) if req.preview else sum(needs)
+            drawing = int(any(needs)) if req.preview else _weighed(req, needs)
             allowed, refusal = await self.limits.allowance(req.user_id, n, drawing=drawing)
             if refusal is not None and refusal.code == "quota_reached" and allowed > 0 and not req.preview:
                 # an album, or "All styles", over what is left of today's quota: draw what fits
@@ -142,7 +151,7 @@ class JobRunner:
             metrics.JOBS.labels("refused").inc()
             return refusal
         held.enter_context(reservation)
-        held.enter_context(self._counted(req.user_id, reservation.places if req.units else 0))
+        held.enter_context(self._counted(req.user_id, _weighed(req, needs[:len(req.items)]) if req.units else 0))
         if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, req.units,
                                              request_to_json(req), album=album):
             return None
@@ -171,6 +180,11 @@ class JobRunner:
         if not need:
             return req, None
         unlimited = self.access.is_admin(req.user_id) or not req.units
+        if req.sources[0].clip:  # one clip, all or nothing: it counts one photo per second against the limit
+            units = req.sources[0].units
+            if not unlimited and units > self.per_user_limit - self._in_flight[req.user_id]:
+                return req, Refusal("clip_over_limit", {"units": units, "count": self.per_user_limit})
+            return (req, None) if self.pool.free_slots() >= 1 else (req, Refusal("busy", {}))
         user_room = need if unlimited else self.per_user_limit - self._in_flight[req.user_id]
         room = min(user_room, self.pool.free_slots())
         if need <= room:
@@ -233,7 +247,7 @@ class JobRunner:
     # --- restarts and stops -----------------------------------------------------------
 
     async def _resume(self, req: Request) -> None:
-        with self._counted(req.user_id, len(req.items) if req.units else 0):
+        with self._counted(req.user_id, sum(src.units for src, _ in req.items) if req.units else 0):
             await self._answer(req, recovered=True, reservation=None)
 
     async def recover(self) -> int:
@@ -285,7 +299,7 @@ class JobRunner:
         started = time.monotonic()
         current = asyncio.current_task()
         assert current is not None
-        self._jobs[req.job_id] = _Job(current)
+        self._jobs[req.job_id] = _Job(current, req.user_id)
         lite = self.fast_styles.get(req.style)
         if lite and not req.as_document and not req.styles and not req.preview and self.pool.waiting >= self.fast_queue:
             req = replace(req, style=lite, fast=True)
@@ -328,7 +342,7 @@ class JobRunner:
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, Failed):
                     raise r
-            drawn = sum(1 for d in done if not d.from_cache)
+            drawn = sum(d.units for d in done if not d.from_cache)
             if done and not req.preview:  # before the answer: a /style right after it offers this photo
                 await self.cache.set_last_photo(req.user_id, done[-1].sha256)
             if req.preview:
@@ -414,13 +428,17 @@ class JobRunner:
         if style not in self.styles.names:  # a recovered request of a style uninstalled since
             raise Failed("style_unavailable")
         sha = await self._known_sha(src)
-        version = self.styles.version(style, req.settings)
+        version = self._version(src, style, req)
         if sha and (known := await self._known(result_key(sha, style, version))):
             return Drawn(src, sha, style, known, from_cache=True)
         data = await self._data(req, src, fetched)
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         if src.file_unique_id:
             await self.cache.remember_upload(src.file_unique_id, sha, src.file_id)
+        kind = await asyncio.to_thread(_kind_of, src, data)
+        if kind != src.kind:  # a GIF or video sent as a file, or a one-frame GIF: its bytes decide
+            src = replace(src, kind=kind, seconds=self.clip_limits.max_seconds if kind != "photo" else None)
+            version = self._version(src, style, req)
         key = result_key(sha, style, version)
         if known := await self._known(key):
             return Drawn(src, sha, style, known, from_cache=True)
@@ -428,9 +446,9 @@ class JobRunner:
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
         try:
-            stored, animated = await self._draw(req, style, key, sha, data, status, reservation)
+            stored, animated, units, notes = await self._draw(req, src, style, key, sha, data, status, reservation)
             drawing.set_result(stored)
-            return Drawn(src, sha, style, stored, from_cache=False, animated=animated)
+            return Drawn(src, sha, style, stored, from_cache=False, animated=animated, units=units, notes=notes)
         except asyncio.CancelledError:
             drawing.cancel()
             raise
@@ -457,10 +475,12 @@ class JobRunner:
             return await asyncio.shield(drawing)
         return None
 
-    async def _draw(self, req: Request, style: str, key: str, sha: str, data: bytes, status: Status,
-                    reservation: Reservation | None) -> tuple[CachedResult, bool]:
-        """Queue the photo on a worker, wait for it, and store the result; also whether it was animated."""
-        order = WorkOrder(req.job_id, data, style, req.settings)
+    async def _draw(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes, status: Status,
+                    reservation: Reservation | None) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
+        """Queue the photo or clip on a worker, wait for it, and store the result; also whether it was an
+        animated picture (its first frame drawn), how many photos of the quota it counts as, and what a
+        clip's caption must say (cut short, sound lost)."""
+        order = WorkOrder(req.job_id, data, style, req.settings, self._clip_settings(src, req) if src.clip else None)
         try:
             if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
                 task = self.pool.requeue(order, req.user_id, key)
@@ -477,24 +497,71 @@ class JobRunner:
         except AnimebotError as exc:
             await self.cache.bump(f"error:{exc.code}")
             raise Failed(exc.code, exc.message) from None
+        except asyncio.CancelledError:
+            if task.result.cancelled() and self._jobs[req.job_id].cancelled:  # Cancel pressed while it waited
+                raise Failed("cancelled") from None
+            raise
         finally:
             marking.cancel()
         drawing_s = time.monotonic() - task.queued_at - task.waited_s
         metrics.WAITING_S.observe(task.waited_s)
         metrics.DRAWING_S.observe(drawing_s)
         w, h = converted.output_size
-        stored = await self.cache.put(key, sha, style, converted.data, w, h, face_share=face_share(converted))
+        clip = converted.clip
+        stored = await self.cache.put(key, sha, style, converted.data, w, h, suffix=".mp4" if clip else ".jpg",
+                                      face_share=face_share(converted))
         await self.cache.bump("converted")
         await self.cache.count_photo(req.user_id)
         passes = sum(1 for f in converted.faces if f["pass"])
-        self.pool.settle(task, passes)
+        self.pool.settle(task, passes, clip.drawn if clip else None)
+        if clip is not None:
+            log.info("job %s: %s clip %dx%d -> %dx%d, %d frames (%d drawn) at %g fps, %.1f s%s, sound %s, waited "
+                     "%.2f s, drawn in %.2f s (model %.2f s)", req.job_id, style, *converted.input_size, w, h,
+                     converted.frames, clip.drawn, clip.fps, clip.seconds, " (cut)" if clip.trimmed else "",
+                     clip.sound or "none", task.waited_s, drawing_s, converted.timings["model_s"])
+            notes = (("trimmed",) if clip.trimmed else ()) + (("silent",) if clip.sound == "damaged" else ())
+            return stored, False, max(1, math.ceil(clip.seconds)), notes
         # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
         # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
         log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "
                  "%d face pass(es) %.2f s)", req.job_id, style, *converted.input_size, w, h, task.waited_s,
                  drawing_s, sum(converted.timings.values()), converted.timings["model_s"], passes,
                  converted.timings.get("faces_s", 0.0))
-        return stored, converted.frames > 1
+        return stored, converted.frames > 1, 1, ()
+
+    def _version(self, src: Source, style: str, req: Request) -> str:
+        """What besides the bytes and the style decides the result: the drawing settings, and for a
+        clip how it is sent and the limits it is drawn under."""
+        version = self.styles.version(style, req.settings)
+        if not src.clip:
+            return version
+        limits = self.clip_limits
+        return f"{version}|{src.kind}:{limits.max_seconds:g}s:{limits.max_fps:g}fps:{limits.max_side}px:{CLIP_REVISION}"
+
+    def _clip_settings(self, src: Source, req: Request) -> ClipSettings:
+        return ClipSettings(self.clip_limits, "mp4", sound=src.kind != "animation", strength=req.settings.strength,
+                            keep_colours=req.settings.keep_colours)
+
+    def _clip_lengths(self, req: Request) -> Request:
+        """A clip counts only the seconds that will be drawn."""
+        if not any(src.clip for src in req.sources):
+            return req
+        cap = self.clip_limits.max_seconds
+        return replace(req, sources=tuple(replace(s, seconds=min(s.seconds or cap, cap)) if s.clip else s
+                                          for s in req.sources))
+
+    def cancel(self, job_id: str, user_id: int) -> str:
+        """The Cancel button: stop a job's drawing (queued, or a clip on a local worker). Returns what to
+        tell the presser: ``cancelling``, ``not_your_job`` or ``job_gone``."""
+        job = self._jobs.get(job_id)
+        if job is None or all(t.result.done() for t in job.pool_tasks):
+            return "job_gone"
+        if job.user_id != user_id:
+            return "not_your_job"
+        job.cancelled = True
+        for task in job.pool_tasks:
+            self.pool.cancel(task)
+        return "cancelling"
 
     async def _mark_running(self, job_id: str, task: Task) -> None:
         await task.started.wait()
@@ -524,6 +591,21 @@ class JobRunner:
         if len(data) > DOWNLOAD_LIMIT:  # sizes given beforehand are optional: the bytes decide, for every pool
             raise Failed("file_too_big", size_mb=len(data) / 2**20)
         return data
+
+
+def _weighed(req: Request, needs: list[bool]) -> int:
+    """The drawings ``needs`` marks, each counted as the photos it is worth (a clip one per second)."""
+    return sum(src.units for (src, _), need in zip(req.items, needs) if need)
+
+
+def _kind_of(src: Source, data: bytes) -> str:
+    """What a downloaded file is: a still picture, or a clip (sent back as a video, or as a silent
+    animation if it came as a GIF); Telegram's own clips keep the kind Telegram gave them."""
+    if src.kind in ("video", "video_note"):
+        return src.kind
+    if not is_clip(data):
+        return "photo"
+    return "animation" if src.kind == "animation" or data[:3] == b"GIF" else "video"
 
 
 def _keep(needs: list[bool], room: int) -> int:

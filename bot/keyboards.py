@@ -35,6 +35,7 @@ PREVIEW_MINE = re.compile(r"^p:(\d+)$")
 SET_STYLE = re.compile(rf"^s:({_STYLE}):(\d+)$")
 SET_LANG = re.compile(r"^l:(\w{2,8}):(\d+)$")
 SET_OPTION = re.compile(r"^o:(faces|keep_colours|strength):(\d{1,3})$")
+CANCEL = re.compile(r"^x:(\d{1,20})$")  # a clip's job, by its update id
 
 STRENGTHS = (25, 50, 75, 100)
 REDRAW_ROWS = 2  # rows of redraw buttons under a result, whatever the number of styles
@@ -124,6 +125,11 @@ def style_menu_text(styles: Styles, current: str, lang: str, own_photo: bool) ->
              for i, n in enumerate(styles.ordered, 1)]
     hint = t(lang, "style_own_hint" if own_photo else "style_invite")
     return f"{t(lang, 'style_prompt', style=styles.display(current, lang))}\n\n" + "\n".join(lines) + f"\n\n{hint}"
+
+
+def cancel_keyboard(job_id: str, lang: str) -> InlineKeyboardMarkup:
+    """Under a clip's status message: stop the drawing."""
+    return InlineKeyboardMarkup([[InlineKeyboardButton(t(lang, "button_cancel"), callback_data=f"x:{job_id}")]])
 
 
 def lang_keyboard(user_id: int) -> InlineKeyboardMarkup:

@@ -12,15 +12,18 @@ be told.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing as mp
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from bot.pool import Pool, WorkerLost, WorkerView, fail
-from bot.worker_process import WorkerSpec, WorkFailed, WorkOrder, serve
+from bot.fairqueue import Task
+from bot.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
+from bot.worker_process import CANCEL, WorkerSpec, WorkFailed, WorkOrder, serve
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
 
@@ -106,9 +109,15 @@ class LocalPool(Pool):
             self._busy += 1
             task.take()
             order = task.order
+            task.stop = _stopper(worker.conn)
+
+            def progress(done: int, total: int, task: Task = task) -> None:
+                loop.call_soon_threadsafe(setattr, task, "progress", (done, total))
+
             try:
                 reply = await asyncio.wait_for(
-                    loop.run_in_executor(self._threads, _exchange, worker.conn, order), self.timeout_s
+                    loop.run_in_executor(self._threads, _exchange, worker.conn, order, progress),
+                    self.timeout_s * (CLIP_TIMEOUT_FACTOR if order.clip is not None else 1),
                 )
             except asyncio.TimeoutError:
                 log.warning("job %s: worker %d (pid %s) passed %.0f s; replacing it",
@@ -126,6 +135,7 @@ class LocalPool(Pool):
                 continue
             finally:
                 self._busy -= 1
+                task.stop = None
             if isinstance(reply, WorkFailed):
                 fail(task, AnimebotError(reply.message, code=reply.code))
             elif not task.result.done():
@@ -189,9 +199,22 @@ class LocalPool(Pool):
         worker.conn.close()
 
 
-def _exchange(conn: Connection, order: WorkOrder) -> Converted | WorkFailed:
-    """Send one order and wait for its answer (runs on a pipe thread)."""
+def _exchange(conn: Connection, order: WorkOrder, progress: Callable[[int, int], None]) -> Converted | WorkFailed:
+    """Send one order and wait for its answer, passing on a clip's progress (runs on a pipe thread)."""
     conn.send(order)
-    return conn.recv()
+    while True:
+        reply = conn.recv()
+        if isinstance(reply, tuple) and reply[0] == "progress":
+            progress(reply[1], reply[2])
+            continue
+        return reply
+
+
+def _stopper(conn: Connection) -> Callable[[], None]:
+    """How to stop the clip a worker is drawing: a word down its pipe, read between frames."""
+    def stop() -> None:
+        with contextlib.suppress(OSError):
+            conn.send(CANCEL)
+    return stop
 
 

@@ -1,4 +1,4 @@
-"""Photos in, requests out: which messages are images, and which of them the bot was asked to draw.
+"""Photos and clips in, requests out: which messages are images or clips, and which the bot was asked to draw.
 
 In a private chat every photo or image file is drawn; in a group only one
 captioned, or replied to, with ``/anime``. Albums are collected first
@@ -6,6 +6,7 @@ captioned, or replied to, with ``/anime``. Albums are collected first
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 
@@ -17,29 +18,45 @@ from bot.requests import Request, Source
 
 log = logging.getLogger("animebot.handlers")
 
+CLIP_SUFFIXES = (".mp4", ".mov", ".webm", ".mkv", ".m4v")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".jfif")
 ANIME_COMMAND = re.compile(r"^/anime(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
 
 
 def source_of(message: Message) -> Source | None:
-    """The image a message carries: its largest photo size, or a document that may be an image.
+    """The picture or clip a message carries: its largest photo size, an animation, a video, a video
+    note, or a document that may be an image or a clip.
 
     A document is refused here only when it says it is something else (a
-    PDF, a video); one that names no type is fetched and decoding decides.
+    PDF, a song); one that names no type is fetched and its bytes decide.
     """
     album_part = message.message_id if message.media_group_id else None
     if message.photo:
         p = message.photo[-1]
         return Source(p.file_id, p.file_unique_id, p.file_size, message_id=album_part,
                       spoiler=bool(message.has_media_spoiler))
+    clip = message.animation or message.video or message.video_note
+    if clip is not None:
+        kind = "animation" if message.animation else "video" if message.video else "video_note"
+        return Source(clip.file_id, clip.file_unique_id, clip.file_size, message_id=album_part,
+                      spoiler=bool(message.has_media_spoiler), kind=kind, seconds=_seconds(clip.duration))
     doc = message.document
-    if doc is None or message.animation is not None:  # a GIF Telegram turned into an MP4 is not an image
+    if doc is None:
         return None
     mime = doc.mime_type or "application/octet-stream"
-    if mime.startswith("image/") or mime == "application/octet-stream" or \
-            (doc.file_name or "").lower().endswith(IMAGE_SUFFIXES):
+    name = (doc.file_name or "").lower()
+    if mime.startswith("video/") or name.endswith(CLIP_SUFFIXES):
+        return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part, kind="video")
+    if mime.startswith("image/") or mime == "application/octet-stream" or name.endswith(IMAGE_SUFFIXES):
         return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part)
     return None
+
+
+def _seconds(duration: object) -> float | None:
+    """Telegram's duration of a clip (whole seconds, or a timedelta), None when it did not say."""
+    if isinstance(duration, dt.timedelta):
+        return duration.total_seconds() or None
+    return float(duration) if isinstance(duration, (int, float)) and duration > 0 else None
 
 
 def anime_command(text: str | None, bot_username: str | None) -> tuple[bool, str | None]:
@@ -75,8 +92,7 @@ async def private_media(update: Update, context: Context) -> None:
     src = source_of(message)
     if src is None:
         lang = await user_lang(state(context), update.effective_user)
-        what = "animation_later" if message.animation is not None else "not_an_image_file"
-        await message.reply_text(t(lang, what), do_quote=True)
+        await message.reply_text(t(lang, "not_an_image_file"), do_quote=True)
         return
     _, style = anime_command(message.caption, context.bot.username)
     await convert(update, context, [src], message.message_id, style)
@@ -114,7 +130,8 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
     if first.chat.type != "private" and not taken and not any(asked for asked, _ in asks):
         return  # a group album nobody asked about
     style_arg = next((s for asked, s in asks if asked and s), None) or album_style
-    sources = [s for s in (source_of(m) for m in fresh) if s is not None]
+    # An album's videos are left out: an album comes back as an album of pictures.
+    sources = [s for s in (source_of(m) for m in fresh) if s is not None and not s.clip]
     if not sources:
         await first.reply_text(t(await user_lang(st, first.from_user), "not_an_image_file"), do_quote=True)
         return

@@ -21,6 +21,9 @@ from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 
 FACE_COST = 0.5  # a face pass costs about half a photo (README, "Speed")
+# A clip may take this many times the job timeout: 150 frames at 480 px cost about 30 photos at 720.
+CLIP_TIMEOUT_FACTOR = 10
+FRAME_COST = 0.25  # a frame at 480 px, against a photo at 720 (0.27 s against 1.2 s, README "Clips")
 
 
 class PoolBusy(AnimebotError):
@@ -46,6 +49,15 @@ class WorkerView:
 def photo_cost(settings: ConvertSettings) -> float:
     """A photo's cost before it is drawn: proportional to the pixels drawn (faces are charged after)."""
     return max(0.25, (settings.max_side / DEFAULT_MAX_SIDE) ** 2)
+
+
+def order_cost(order: WorkOrder) -> float:
+    """What an order moves its user's line on by: a photo's cost, or a clip's frames at most (it is
+    charged what it really drew once done)."""
+    if order.clip is None:
+        return photo_cost(order.settings)
+    limits = order.clip.limits
+    return FRAME_COST * limits.max_fps * limits.max_seconds
 
 
 class Pool(abc.ABC):
@@ -114,13 +126,26 @@ class Pool(abc.ABC):
 
     def requeue(self, order: WorkOrder, user_id: int, key: str) -> Task:
         """Queue a photo whatever the bound: for one already promised an answer (after a restart)."""
-        task = Task(order, user_id, key, cost=photo_cost(order.settings))
+        task = Task(order, user_id, key, cost=order_cost(order))
         self.queue.put(task)
         return task
 
-    def settle(self, task: Task, faces: int) -> None:
-        """Charge the task's user for what the worker really did (its face passes)."""
-        self.queue.charge(task.user_id, FACE_COST * faces)
+    def settle(self, task: Task, faces: int, frames: int | None = None) -> None:
+        """Charge the task's user for what the worker really did: its face passes, or for a clip the
+        frames it drew rather than the most it could have."""
+        extra = FACE_COST * faces
+        if frames is not None:
+            extra += FRAME_COST * frames - task.cost
+        self.queue.charge(task.user_id, extra)
+
+    def cancel(self, task: Task) -> None:
+        """Stop a task: dropped if it still waits; on a worker, asked to stop where the worker can (a
+        local worker drawing a clip stops at the next frame and answers "cancelled"), else no longer
+        waited for (a Celery worker finishes it, and its result is dropped)."""
+        if task.stop is not None:
+            task.stop()
+        else:
+            task.result.cancel()
 
     def place(self, task: Task) -> int:
         """How many photos a worker will take before this one (0: it is next)."""

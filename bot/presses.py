@@ -32,6 +32,15 @@ async def redraw_button(update: Update, context: Context) -> None:
     await result_button(update, context, result_id, style_arg, as_document=False)
 
 
+async def cancel_button(update: Update, context: Context) -> None:
+    """``x:JOB``: stop a clip being drawn (or still waiting); only its sender may."""
+    (job_id,) = groups(context, 1)
+    st = state(context)
+    query = update.callback_query
+    said = st.runner.cancel(job_id, query.from_user.id) if job_id else "job_gone"
+    await answer_quietly(query, t(await user_lang(st, query.from_user), said), alert=said != "cancelling")
+
+
 async def full_size_button(update: Update, context: Context) -> None:
     """``f:ID``: the result itself, as a file."""
     (result_id,) = groups(context, 1)

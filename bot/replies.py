@@ -49,7 +49,13 @@ class Drawn:
     style: str
     result: CachedResult
     from_cache: bool
-    animated: bool = False  # only the first frame of an animation was drawn
+    animated: bool = False  # only the first frame of an animated picture was drawn
+    units: int = 1  # photos of the quota it counts as (a clip: one per second)
+    notes: tuple[str, ...] = ()  # a clip's: "trimmed" (cut to the longest drawn), "silent" (its sound was lost)
+
+    @property
+    def kind(self) -> str:
+        return self.source.kind
 
 
 @dataclass
@@ -62,8 +68,9 @@ class _Notice:
 
 
 class Replies:
-    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles) -> None:
+    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles, clip_s: float = 10.0) -> None:
         self.bot = bot
+        self.clip_s = clip_s  # the longest clip drawn, for the note under one cut short
         self.cache = cache
         self.buttons = buttons
         self.styles = styles
@@ -74,6 +81,8 @@ class Replies:
         """Send the results; returns each with the message that carried it (for :meth:`remember`)."""
         if req.as_document:
             return [(d, await self._document(req, d)) for d in done]
+        if len(done) == 1 and done[0].source.clip:
+            return [(done[0], await self._clip(req, done[0]))]
         if len(done) == 1:
             return [(done[0], await self._photo(req, done[0]))]
         return await self._album(req, done)
@@ -82,6 +91,9 @@ class Replies:
         """Keep what Telegram calls our uploads, so a repeat is sent by reference."""
         for d, msg in sent:
             res = d.result
+            media = msg.animation or msg.video or msg.video_note  # a clip's file_id is kept as its "photo" one
+            if d.source.clip and media is not None and media.file_id != res.photo_file_id:
+                await self.cache.set_file_ids(res.key, photo_file_id=media.file_id)
             if msg.photo and msg.photo[-1].file_id != res.photo_file_id:
                 await self.cache.set_file_ids(res.key, photo_file_id=msg.photo[-1].file_id)
             if msg.document and msg.document.file_id != res.document_file_id:
@@ -152,6 +164,8 @@ class Replies:
     def _caption(self, req: Request, done: Sequence[Drawn]) -> str | None:
         notes = ([t(req.lang, "fast_mode", style=self.styles.display(req.style, req.lang))] if req.fast else []) + \
             ([t(req.lang, "first_frame")] if any(d.animated for d in done) else []) + \
+            ([t(req.lang, "clip_trimmed", seconds=self.clip_s)] if any("trimmed" in d.notes for d in done) else []) + \
+            ([t(req.lang, "clip_silent")] if any("silent" in d.notes for d in done) else []) + \
             list(dict.fromkeys(note for d in done if (note := self._selfie_note(req, d))))
         return "\n".join(notes) or None
 
@@ -179,6 +193,26 @@ class Replies:
         return await self._send_or_upload(req, d.result.photo_file_id, d.result, lambda photo: self.bot.send_photo(
             req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
             has_spoiler=d.source.spoiler))
+
+    async def _clip(self, req: Request, d: Drawn) -> Message:
+        """A clip, sent back as what it came as: an animation (silent), a video, or a round video note
+        (which takes no caption or buttons, so its notes follow as a message)."""
+        caption = self._caption(req, [d])
+        res = d.result
+        replying = reply_to(req)
+        if d.kind == "video_note":
+            sent = await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_video_note(
+                req.chat_id, clip, length=min(res.width, res.height), reply_parameters=replying))
+            if caption:
+                await self.say(req, caption)
+            return sent
+        if d.kind == "animation":
+            return await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_animation(
+                req.chat_id, clip, width=res.width, height=res.height, caption=caption, has_spoiler=d.source.spoiler,
+                filename=f"anime-{d.style}.mp4", reply_parameters=replying))
+        return await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_video(
+            req.chat_id, clip, width=res.width, height=res.height, caption=caption, supports_streaming=True,
+            has_spoiler=d.source.spoiler, filename=f"anime-{d.style}.mp4", reply_parameters=replying))
 
     async def _document(self, req: Request, d: Drawn) -> Message:
         name = f"anime-{d.style}{d.result.path.suffix}"

@@ -10,6 +10,7 @@ rather than crashing the start.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -19,7 +20,10 @@ from inference.pipeline import ConvertSettings
 
 # 1: before versioning (no "v"); 2: spoilers, albums, button queries, left_out;
 # 3: styles (one photo in several styles), preview sheets, the sample photo as a source
-REQUEST_VERSION = 3
+# 4: clips (a source's kind and length)
+REQUEST_VERSION = 4
+CLIP_KINDS = ("animation", "video", "video_note")
+DEFAULT_CLIP_S = 10.0  # a clip whose length Telegram did not give counts as this long
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,20 @@ class Source:
     message_id: int | None = None  # the album message it came in
     spoiler: bool = False  # sent with a spoiler: the result is too
     sample: bool = False  # the registry's sample photo, read from the model store (``file_id`` is empty)
+    # "photo" (any still image), or a clip: "animation" (a GIF, silent), "video" or "video_note" (round),
+    # which is also how the result is sent back. ``seconds``: the part of a clip that will be drawn.
+    kind: str = "photo"
+    seconds: float | None = None
+
+    @property
+    def clip(self) -> bool:
+        return self.kind in CLIP_KINDS
+
+    @property
+    def units(self) -> int:
+        """What it counts as against the waiting limit and the daily quota: a photo is one, a clip
+        one per second drawn (a second of clip costs about three photos to draw; README "Clips")."""
+        return max(1, math.ceil(self.seconds or DEFAULT_CLIP_S)) if self.clip else 1
 
 
 @dataclass(frozen=True)
@@ -70,11 +88,11 @@ class Request:
 
     @property
     def units(self) -> int:
-        """What it counts as against the rate limit and the daily quota: a photo per drawing, but a preview
-        sheet is one photo, and the sample's (the bot's own) none."""
+        """What it counts as against the rate limit and the daily quota: a photo per drawing (a clip per
+        second, :attr:`Source.units`), but a preview sheet is one photo, and the sample's (the bot's own) none."""
         if self.preview:
             return 0 if any(src.sample for src in self.sources) else 1
-        return len(self.items)
+        return sum(src.units for src, _ in self.items)
 
     def first(self, count: int) -> Request:
         """The request for its first ``count`` drawings (``count`` >= 1); the caller counts the rest."""

@@ -18,6 +18,7 @@ from bot.access import Access, Limits
 from bot.albums import AlbumCollector
 from bot.context import BotState
 from bot.config import Config
+from inference.clip_io import ClipLimits
 from bot.jobs import JobRunner
 from bot.photos import on_album
 from bot.local_pool import LocalPool
@@ -59,8 +60,9 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     access = Access(cfg.admins, cfg.allowlist)
     limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
     buttons = ResultButtons(cache.db)
-    runner = JobRunner(app.bot, pool, cache, journal, styles, Replies(app.bot, cache, buttons, styles),
-                       cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue)
+    runner = JobRunner(app.bot, pool, cache, journal, styles, Replies(app.bot, cache, buttons, styles, cfg.video_max_s),
+                       cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
+                       ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     st = BotState(runner, cache, buttons, styles, albums, access)
     app.bot_data.state = st

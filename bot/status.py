@@ -1,4 +1,5 @@
-"""The status message of a request being drawn: its place in the queue, then "Drawing…".
+"""The status message of a request being drawn: its place in the queue, then "Drawing…" (for a clip,
+"Drawing frame 40 of 150…" under a Cancel button).
 
 Nothing is shown for answers that come straight from the cache: the
 message appears once a photo is queued and is deleted once the request is
@@ -15,12 +16,13 @@ import asyncio
 import contextlib
 import time
 
-from telegram import Bot, Message, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
 from bot.fairqueue import Task
 from bot.i18n import t
+from bot.keyboards import cancel_keyboard
 from bot.pool import Pool
 from bot.requests import Request
 from storage.journal import Journal
@@ -63,9 +65,19 @@ class Status:
         ahead = min(self.pool.place(task) for task in waiting)
         return None if ahead == 0 and self.pool.running < self.pool.size else ahead
 
+    @property
+    def _clip(self) -> bool:
+        return self.req.sources[0].clip
+
+    def _markup(self) -> InlineKeyboardMarkup | None:
+        return cancel_keyboard(self.req.job_id, self.req.lang) if self._clip else None
+
     def _text(self, ahead: int | None) -> str:
         """The status for ``ahead`` photos before this request's (None: drawing)."""
         lang, count = self.req.lang, len(self.req.items)
+        progress = next((task.progress for task in self.tasks if task.progress), None)
+        if ahead is None and progress is not None:
+            return t(lang, "clip_drawing", done=progress[0], total=progress[1])
         if self.req.preview:
             return t(lang, "preview_drawing")
         if len(self.req.drawn_styles) > 1:
@@ -82,29 +94,37 @@ class Status:
         await asyncio.sleep(0)  # let the other photos of an album queue first
         req = self.req
         try:
-            message = await self.bot.send_message(req.chat_id, self._text(self._ahead()), reply_parameters=reply_to(req))
+            message = await self.bot.send_message(req.chat_id, self._text(self._ahead()), reply_parameters=reply_to(req),
+                                                  reply_markup=self._markup())
         except TelegramError:
             return None
         await self.journal.set_status_message(req.job_id, message.message_id)  # removed after a crash
         return message
 
     async def _watch(self, sending: "asyncio.Task[Message | None]") -> None:
-        """Follow the place, then switch to "drawing…" and keep the chat action alive until cancelled."""
+        """Follow the place, then switch to "drawing…" (a clip: its frames, with the Cancel button
+        kept) and keep the chat action alive until cancelled."""
         message = await asyncio.shield(sending)
         if message is None:
             return
-        shown, edited = message.text, time.monotonic()
+        shown, edited, acted = message.text, time.monotonic(), 0.0
+        action = ChatAction.UPLOAD_VIDEO if self._clip else ChatAction.UPLOAD_PHOTO
         with contextlib.suppress(TelegramError):
             while True:
-                text = self._text(self._ahead())
+                ahead = self._ahead()
+                text = self._text(ahead)
                 if text != shown and time.monotonic() - edited >= EDIT_EVERY_S:
-                    await self.bot.edit_message_text(text, self.req.chat_id, message.message_id)
+                    await self.bot.edit_message_text(text, self.req.chat_id, message.message_id,
+                                                     reply_markup=self._markup())
                     shown, edited = text, time.monotonic()
-                if shown == self._text(None):  # "drawing…": nothing more to follow
+                if not self._clip and shown == self._text(None):  # "drawing…": nothing more to follow
                     break
+                if ahead is None and time.monotonic() - acted >= CHAT_ACTION_EVERY_S:
+                    await self.bot.send_chat_action(self.req.chat_id, action)
+                    acted = time.monotonic()
                 await asyncio.sleep(LOOK_EVERY_S)
             while True:
-                await self.bot.send_chat_action(self.req.chat_id, ChatAction.UPLOAD_PHOTO)
+                await self.bot.send_chat_action(self.req.chat_id, action)
                 await asyncio.sleep(CHAT_ACTION_EVERY_S)
 
     async def close(self) -> None:

@@ -3,7 +3,8 @@
 A worker loads its models once and then converts whatever arrives on its
 pipe: photo bytes in, encoded anime bytes out. Decoding, resizing and
 encoding happen here too, so the bot's event loop only moves bytes.
-It runs in a fresh (spawned) interpreter, so nothing here may rely on state
+A clip's frames are reported up the pipe as they are drawn, and a cancel
+can come down it between frames. It runs in a fresh (spawned) interpreter, so nothing here may rely on state
 of the parent process.
 
 The drawing itself is :class:`Drawer`, which ``animebot worker``
@@ -18,12 +19,15 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from inference.backends import Stylizer
+from inference.clips import ClipSettings, convert_clip
 from inference.engine import crop_sizes, face_style_for, load_detector, load_stylizer
 from inference.errors import AnimebotError
 from inference.faces import FaceDetector
@@ -47,6 +51,12 @@ class WorkOrder:
     data: bytes
     style: str
     settings: ConvertSettings
+    clip: ClipSettings | None = None  # set: ``data`` is a clip, drawn frame by frame into an MP4
+
+
+# A clip's worker tells the bot how far it got at most this often (the status message is edited less often).
+PROGRESS_EVERY_S = 1.0
+CANCEL = "cancel"  # what the bot sends down a worker's pipe to stop the clip being drawn
 
 
 @dataclass(frozen=True)
@@ -125,10 +135,15 @@ class Drawer:
                       faces=f"off: {self._face_problem}" if self._face_problem else "on",
                       styles=tuple(e.name for e in self.store.installed("style")))
 
-    def draw(self, order: WorkOrder) -> Converted | WorkFailed:
+    def draw(self, order: WorkOrder, progress: Callable[[int, int], None] | None = None,
+             cancelled: Callable[[], bool] | None = None) -> Converted | WorkFailed:
         """The drawing, or why not: a style not installed here or a bad photo is a WorkFailed with
-        the sentence to pass on; so is a bug, whose traceback goes to the log."""
+        the sentence to pass on; so is a bug, whose traceback goes to the log. A clip reports each
+        frame to ``progress(done, total)`` and stops when ``cancelled()`` says so."""
         try:
+            if order.clip is not None:
+                return convert_clip(order.data, self._model(order.style), order.clip, progress,
+                                    cancelled).as_converted()
             tools = self._faces(order.style) if order.settings.faces else None
             return convert_bytes(order.data, self._model(order.style), order.settings, tools)
         except AnimebotError as exc:
@@ -186,7 +201,28 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
             return  # the parent is gone
         if order is None:
             return
+        if order == CANCEL:  # came after its clip was done: nothing to stop
+            continue
         try:
-            conn.send(drawer.draw(order))
+            conn.send(drawer.draw(order, _Progress(conn), lambda: _cancel_asked(conn)))
         except OSError:  # the bot is gone (BrokenPipeError): nobody to answer
             return
+
+
+class _Progress:
+    """Sends ``("progress", done, total)`` up the pipe, at most every PROGRESS_EVERY_S and at the end."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.sent_at = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.sent_at >= PROGRESS_EVERY_S or done == total:
+            self.sent_at = now
+            self.conn.send(("progress", done, total))
+
+
+def _cancel_asked(conn: Connection) -> bool:
+    """Whether the bot sent CANCEL while a clip is drawn (nothing else comes down the pipe then)."""
+    return conn.poll() and conn.recv() == CANCEL

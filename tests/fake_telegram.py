@@ -24,6 +24,7 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import av
 from PIL import Image
 
 TOKEN = "123456789:AAE-fake-Secret_token-for-tests"
@@ -157,6 +158,28 @@ class FakeTelegram:
                 "mime_type": "video/mp4", "file_size": len(data)}
         animation = {**file, "width": 320, "height": 240, "duration": 2}
         return self.push({"message": self._message(chat, user, animation=animation, document=file)})
+
+    def clip_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, kind: str = "video",
+                     caption: str | None = None, reply_to: dict[str, Any] | None = None,
+                     push: bool = True) -> dict[str, Any]:
+        """A clip as Telegram delivers it: a ``video``, a round ``video_note`` or an ``animation`` (a GIF,
+        which Telegram turns into a silent MP4 and also gives as a document), with its size and length."""
+        f = self.store_file(data, ".mp4")
+        file = {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(data)}
+        w, h, seconds = _clip_shape(data)
+        if kind == "video_note":
+            content: dict[str, Any] = {"video_note": {**file, "length": w, "duration": seconds}}
+        elif kind == "animation":
+            doc = {**file, "file_name": "clip.gif.mp4", "mime_type": "video/mp4"}
+            content = {"animation": {**doc, "width": w, "height": h, "duration": seconds}, "document": doc}
+        else:
+            content = {"video": {**file, "width": w, "height": h, "duration": seconds, "mime_type": "video/mp4"}}
+        msg = self._message(chat, user, **content)
+        if caption is not None:
+            msg["caption"] = caption
+        if reply_to is not None:
+            msg["reply_to_message"] = reply_to
+        return self.push({"message": msg}) if push else msg
 
     def document_message(self, chat: dict[str, Any], user: dict[str, Any], data: bytes, file_name: str,
                          mime_type: str) -> dict[str, Any]:
@@ -385,6 +408,23 @@ class FakeTelegram:
         return self._bot_message(params, document={"file_id": f.file_id, "file_unique_id": f.unique_id,
                                                    "file_size": len(f.data), "file_name": "anime.jpg"})
 
+    def _sent_clip(self, params: dict[str, Any], files: dict[str, bytes], field: str) -> Any:
+        f, _ = self._media(files.get(field, params.get(field)), files, ".mp4")
+        w, h, seconds = _clip_shape(f.data)
+        body = {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(f.data), "duration": seconds}
+        body.update({"length": w} if field == "video_note" else {"width": w, "height": h})
+        extra = {"caption": params["caption"]} if params.get("caption") else {}
+        return self._bot_message(params, **{field: body}, **extra)
+
+    def _m_sendVideo(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return self._sent_clip(params, files, "video")
+
+    def _m_sendAnimation(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return self._sent_clip(params, files, "animation")
+
+    def _m_sendVideoNote(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return self._sent_clip(params, files, "video_note")
+
     def _m_sendMediaGroup(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         group = f"MG{next(self._file_ids)}"
         out = []
@@ -470,6 +510,17 @@ class _Server(ThreadingHTTPServer):
 
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _clip_shape(data: bytes) -> tuple[int, int, int]:
+    """A clip's width, height and whole seconds, as Telegram reports them (0s for what is no clip)."""
+    try:
+        with av.open(io.BytesIO(data)) as c:
+            v = c.streams.video[0]
+            seconds = float(v.duration * v.time_base) if v.duration else (c.duration or 0) / av.time_base
+            return v.codec_context.width, v.codec_context.height, max(1, round(seconds))
+    except (av.FFmpegError, IndexError, ValueError):
+        return 0, 0, 0
 
 
 def _photo_size(f: StoredFile, w: int, h: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from bot.worker_process import Drawer, WorkerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from bot.celery_app import read_workers
 from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from tests.clip_maker import mp4, pan_frames, read_back
 from tests.conftest import jobs_for
 from tests.test_bot_answers import jpeg
 from tests.fake_telegram import TOKEN, FakeTelegram
@@ -198,6 +199,17 @@ def test_redis_gone_twice_and_back_empty_loses_no_photo(cluster: Cluster) -> Non
     all_answered_once(fake, sent + during)
     assert "the broker is unreachable" in cluster.bot.log()
     assert "the broker is reachable again" in cluster.bot.log()
+
+
+def test_a_clip_is_drawn_by_a_worker_on_another_machine(cluster: Cluster,
+                                                         shared_photo: Callable[[str], bytes]) -> None:
+    fake = cluster.fake
+    clip = mp4(pan_frames(shared_photo("town_1280x854.jpg"), 20, (320, 240)), 10, sound_s=2.0)
+    msg = fake.clip_message(*private_chat(5350), clip)
+    reply = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendVideo"], 300)[0]
+    out = read_back(fake.sent_file(reply, "video"))
+    assert len(out["frames"]) == 20 and out["audio"] == "aac" and out["size"] == (320, 240)
+    assert "clip 320x240 -> 320x240, 20 frames (20 drawn) at 10 fps, 2.0 s, sound kept" in cluster.bot.log()
 
 
 def test_the_bot_killed_mid_burst_answers_everything_after_its_restart(cluster: Cluster) -> None:

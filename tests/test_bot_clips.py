@@ -1,0 +1,150 @@
+"""Clips through the real bot and a fake Bot API: animations, videos and video notes come back as
+what they were, drawn; long ones are cut with a note; Cancel frees the worker; groups only when asked."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
+from tests.clip_maker import mp4, pan_frames, read_back
+from tests.fake_telegram import Call, FakeTelegram
+from weights.store import ModelStore
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+MAX_S = 3  # the bot's longest clip here: short clips keep the module quick on two cores
+
+
+@pytest.fixture(scope="module")
+def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+    with serving(tmp_path_factory.mktemp("clips"), real_store.home, ANIMEBOT_VIDEO_MAX_S=str(MAX_S),
+                 ANIMEBOT_RATE_PER_MINUTE="0") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def street(shared_photo: Callable[[str], bytes]) -> bytes:
+    return shared_photo("street_1279x867.jpg")
+
+
+def clip_reply(fake: FakeTelegram, message: dict[str, Any], method: str, timeout: float = 300) -> Call:
+    return fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == method], timeout)[0]
+
+
+def test_an_animation_comes_back_as_a_silent_animation_of_the_same_length(
+        bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+    _, fake = bot
+    chat, user = private_chat(6001)
+    msg = fake.clip_message(chat, user, mp4(pan_frames(street, 40, (320, 240)), 20), kind="animation")
+    reply = clip_reply(fake, msg, "sendAnimation")
+    out = read_back(fake.sent_file(reply, "animation"))
+    assert out["codec"] == "h264" and out["audio"] is None
+    assert out["fps"] == pytest.approx(15, abs=0.01) and len(out["frames"]) == 30  # 2 s at the 15 fps cap
+    assert out["seconds"] == pytest.approx(2.0, rel=0.05)
+    assert out["size"] == (320, 240)
+
+
+def test_a_video_keeps_its_sound_and_streams(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+    running, fake = bot
+    chat, user = private_chat(6002)
+    msg = fake.clip_message(chat, user, mp4(pan_frames(street, 30, (640, 360)), 30, sound_s=1.0))
+    reply = clip_reply(fake, msg, "sendVideo")
+    assert reply.params["supports_streaming"] is True
+    out = read_back(fake.sent_file(reply, "video"))
+    assert out["audio"] == "aac" and out["audio_s"] == pytest.approx(1.0, rel=0.05)
+    assert out["size"] == (480, 270) and out["seconds"] == pytest.approx(1.0, rel=0.05)
+    assert "sound kept" in running.log()
+
+
+def test_a_video_note_comes_back_round(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+    _, fake = bot
+    chat, user = private_chat(6003)
+    msg = fake.clip_message(chat, user, mp4(pan_frames(street, 15, (240, 240)), 15, sound_s=1.0), kind="video_note")
+    reply = clip_reply(fake, msg, "sendVideoNote")
+    out = read_back(fake.sent_file(reply, "video_note"))
+    assert out["size"] == (240, 240) and int(reply.params["length"]) == 240 and out["audio"] == "aac"
+
+
+def test_a_long_clip_is_drawn_as_its_start_and_says_so(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+    running, fake = bot
+    chat, user = private_chat(6004)
+    msg = fake.clip_message(chat, user, mp4(pan_frames(street, 50, (192, 144)), 10))  # 5 s
+    reply = clip_reply(fake, msg, "sendVideo")
+    out = read_back(fake.sent_file(reply, "video"))
+    assert out["seconds"] == pytest.approx(MAX_S, rel=0.05) and out["fps"] == pytest.approx(10, abs=0.01)
+    assert f"up to {MAX_S} seconds" in reply.params["caption"]
+    with sqlite3.connect(running.home / "bot.db") as db:  # a clip counts a photo per second drawn
+        drawn = db.execute("SELECT drawn FROM jobs WHERE user_id = ?", (user["id"],)).fetchone()[0]
+    assert drawn == MAX_S
+
+
+def test_a_repeat_is_sent_by_reference(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+    _, fake = bot
+    chat, user = private_chat(6005)
+    data = mp4(pan_frames(street, 10, (160, 120)), 10)
+    first = clip_reply(fake, fake.clip_message(chat, user, data, kind="animation"), "sendAnimation")
+    again = clip_reply(fake, fake.clip_message(chat, user, data, kind="animation"), "sendAnimation")
+    assert "animation" in first.files and again.params["animation"] == first.result["animation"]["file_id"]
+
+
+def test_in_a_group_only_a_clip_asked_for_is_drawn(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+    _, fake = bot
+    group, user = group_chat(6006), private_chat(6006)[1]
+    unasked = fake.clip_message(group, user, mp4(pan_frames(street, 10, (160, 120)), 10))
+    clip = fake.clip_message(group, user, mp4(pan_frames(street, 10, (160, 120), travel=0.3), 10), push=False)
+    ask = fake.text_message(group, user, "/anime", reply_to=clip)
+    clip_reply(fake, clip, "sendVideo")  # under the clip /anime replied to
+    assert not fake.replies_to(ask) and not fake.replies_to(unasked)
+
+
+def test_cancel_stops_the_drawing_frees_the_worker_and_costs_nothing(
+        bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+    running, fake = bot
+    chat, user = private_chat(6007)
+    msg = fake.clip_message(chat, user, mp4(pan_frames(street, 90, (640, 360)), 30))  # 45 frames at 480x270
+
+    def progress() -> list[Call]:
+        return [c for c in fake.calls_to("editMessageText", chat["id"]) if "Drawing frame" in c.params["text"]]
+
+    edit = fake.wait_for(progress, 300)[0]
+    status = fake.messages[(chat["id"], int(edit.params["message_id"]))]
+    (button,) = [b for row in edit.params["reply_markup"]["inline_keyboard"] for b in row]
+    fake.press(user, status, button["callback_data"])
+    assert final_answer(fake, msg).startswith("Cancelled")
+    assert not [c for c in fake.replies_to(msg) if c.method == "sendVideo"]
+
+    def job() -> tuple[str, str, int] | None:
+        with sqlite3.connect(running.home / "bot.db") as db:
+            row = db.execute("SELECT state, outcome, COALESCE(drawn, 0) FROM jobs WHERE user_id = ?",
+                             (user["id"],)).fetchone()
+        return row if row and row[0] != "running" else None
+
+    assert fake.wait_for(job, 30) == ("failed", "cancelled", 0)  # nothing counts against the quota
+    photo = fake.photo_message(chat, user, street)
+    assert final_answer(fake, photo, 120) == "photo"  # the worker is free again
+
+
+def test_a_text_file_named_video_gets_one_sentence(bot: tuple[RunningBot, FakeTelegram]) -> None:
+    _, fake = bot
+    chat, user = private_chat(6008)
+    msg = fake.document_message(chat, user, b"this is not a video at all\n" * 40, "holiday.mp4", "video/mp4")
+    assert final_answer(fake, msg) == "That file is not a video or GIF I can read."
+
+
+def test_photos_of_others_overtake_a_second_clip(bot: tuple[RunningBot, FakeTelegram], street: bytes,
+                                                 shared_photo: Callable[[str], bytes]) -> None:
+    """One worker: a user's second clip waits behind other users' photos sent after it, because a
+    clip moves its owner's line on by its frames."""
+    _, fake = bot
+    chat_a, user_a = private_chat(6009)
+    chat_b, user_b = private_chat(6010)
+    clips = [fake.clip_message(chat_a, user_a, mp4(pan_frames(street, 45, (320, 240), travel=t), 15))
+             for t in (0.1, 0.2)]
+    photos = [fake.photo_message(chat_b, user_b, shared_photo(name))
+              for name in ("portrait_900x1200.jpg", "square_512.jpg")]
+    second_clip = clip_reply(fake, clips[1], "sendVideo")
+    answered = [fake.wait_for(lambda m=m: [c for c in fake.replies_to(m) if c.method == "sendPhoto"], 300)[0]
+                for m in photos]
+    assert all(c.at < second_clip.at for c in answered), [c.at - second_clip.at for c in answered]
