@@ -114,6 +114,14 @@ class WorkerInfo:
     faces: str  # "on", or "off: why"
     task: str | None  # the Celery task id being drawn now
     seen: float  # unix time of this heartbeat
+    progress: tuple[int, int] | None = None  # a clip's frames drawn so far, of how many
+
+
+CANCEL_PREFIX = "animebot:cancel:"  # a key per task the bot wants stopped (a clip whose Cancel was pressed)
+
+
+def cancel_key(task_id: str) -> str:
+    return f"{CANCEL_PREFIX}{task_id}"
 
 
 def heartbeat_key(info: WorkerInfo) -> str:

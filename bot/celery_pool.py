@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,7 @@ import redis
 from celery.backends.redis import RedisBackend
 from kombu.exceptions import KombuError
 
-from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo,
+from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo, cancel_key,
                             make_celery, order_to_message, read_workers, result_from_message)
 from bot.fairqueue import Task
 from bot.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
@@ -146,6 +147,8 @@ class CeleryPool(Pool):
             if task is None:
                 return  # paused for a stop
             flight = _InFlight(task, f"{task.job_id}:{task.key[:32]}", time.monotonic(), time.monotonic())
+            if task.order.clip is not None:
+                task.stop = self._stopper(flight.task_id)
             if await self._send(flight):
                 task.take(at=flight.sent_at)  # the send counts as drawing time: it is the broker's cost
                 self._in_flight[flight.task_id] = flight
@@ -204,10 +207,24 @@ class CeleryPool(Pool):
         self._beats = beats
         self._workers = [w for w in found if now - beats[w.name, w.pid][1] < BEAT_STALE_S]
         self._room.set()
-        claimed = {w.task for w in self._workers if w.task}
+        claimed = {w.task: w for w in self._workers if w.task}
         for flight in self._in_flight.values():
-            if flight.task_id in claimed:
+            if (worker := claimed.get(flight.task_id)) is not None:
                 flight.seen_at, flight.claimed = now, True
+                flight.task.progress = worker.progress or flight.task.progress
+
+    def _stopper(self, task_id: str) -> Callable[[], None]:
+        """How to stop a clip on a worker: a key in Redis that its heartbeat reads, and its drawing
+        between frames (set on the broker's thread, like every Redis call)."""
+        def stop() -> None:
+            asking = asyncio.get_running_loop().run_in_executor(
+                self._io, lambda: self._redis.set(cancel_key(task_id), "1", ex=int(self.timeout_s * CLIP_TIMEOUT_FACTOR)))
+            asking.add_done_callback(said)
+
+        def said(asking: asyncio.Future[Any]) -> None:
+            if not asking.cancelled() and asking.exception() is not None:
+                log.warning("task %s: cannot ask its worker to stop (%s); it will finish", task_id, asking.exception())
+        return stop
 
     async def _collect(self) -> None:
         flights = list(self._in_flight.values())

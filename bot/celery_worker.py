@@ -24,8 +24,8 @@ import redis
 from celery import signals
 from celery.exceptions import Reject
 
-from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadOrder, WorkerInfo, make_celery, order_from_message,
-                            result_to_message, write_heartbeat)
+from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadOrder, WorkerInfo, cancel_key, make_celery,
+                            order_from_message, result_to_message, write_heartbeat)
 from bot.config import WorkerConfig, broker_password
 from bot.logs import setup_logging
 from bot.worker_process import Drawer, WorkerSpec, WorkFailed, die_with_parent
@@ -122,11 +122,12 @@ class _Pool:
         if self.drawer is None or self.heartbeat is None:  # the models did not load: back to the queue
             raise Reject("this worker is stopping", requeue=True)
         started = time.perf_counter()
-        self.heartbeat.drawing(task_id)
+        beat = self.heartbeat
+        beat.drawing(task_id)
         try:
-            reply = self.drawer.draw(order)
+            reply = self.drawer.draw(order, beat.progress, lambda: beat.cancel_asked == task_id)
         finally:
-            self.heartbeat.drawing(None)
+            beat.drawing(None)
         if isinstance(reply, WorkFailed):
             log.info("task %s (job %s) failed: %s: %s", task_id, order.job_id, reply.code, reply.message)
         else:
@@ -143,14 +144,19 @@ class _Heartbeat:
 
     client: redis.Redis
     info: WorkerInfo
+    cancel_asked: str | None = None  # the task the bot asked to stop, as the last beat found
     _wake: threading.Event = field(default_factory=threading.Event)
     _down: bool = False
 
     def drawing(self, task_id: str | None) -> None:
         """Now drawing ``task_id`` (None: nothing); written by the heartbeat thread, so the drawing never
         waits for Redis."""
-        self.info = replace(self.info, task=task_id)
+        self.info = replace(self.info, task=task_id, progress=None)
         self._wake.set()
+
+    def progress(self, done: int, total: int) -> None:
+        """A clip's frames so far: sent with the next beat (the bot edits its status less often still)."""
+        self.info = replace(self.info, progress=(done, total))
 
     def run(self) -> None:
         while True:
@@ -160,7 +166,10 @@ class _Heartbeat:
 
     def _beat(self) -> None:
         try:
-            write_heartbeat(self.client, replace(self.info, seen=time.time()), HEARTBEAT_TTL_S)
+            info = replace(self.info, seen=time.time())
+            write_heartbeat(self.client, info, HEARTBEAT_TTL_S)
+            if info.progress is not None and info.task is not None and self.client.exists(cancel_key(info.task)):
+                self.cancel_asked = info.task  # read between frames by the drawing thread
         except Exception as exc:  # Redis away (ConnectionError, TimeoutError...), or anything else: beat on
             if not self._down:
                 log.warning("heartbeat: cannot reach Redis (%s: %s); trying again every %g s", exc.__class__.__name__,

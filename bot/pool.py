@@ -139,9 +139,9 @@ class Pool(abc.ABC):
         self.queue.charge(task.user_id, extra)
 
     def cancel(self, task: Task) -> None:
-        """Stop a task: dropped if it still waits; on a worker, asked to stop where the worker can (a
-        local worker drawing a clip stops at the next frame and answers "cancelled"), else no longer
-        waited for (a Celery worker finishes it, and its result is dropped)."""
+        """Stop a task: dropped if it still waits; a clip on a worker is asked to stop, and the worker
+        answers "cancelled" at its next frame (a Celery worker hears it with its next heartbeat); a
+        photo on a worker is no longer waited for."""
         if task.stop is not None:
             task.stop()
         else:

@@ -212,6 +212,25 @@ def test_a_clip_is_drawn_by_a_worker_on_another_machine(cluster: Cluster,
     assert "clip 320x240 -> 320x240, 20 frames (20 drawn) at 10 fps, 2.0 s, sound kept" in cluster.bot.log()
 
 
+def test_a_clip_on_a_worker_shows_its_frames_and_cancel_stops_it(cluster: Cluster,
+                                                                  shared_photo: Callable[[str], bytes]) -> None:
+    fake = cluster.fake
+    chat, user = private_chat(5351)
+    clip = mp4(pan_frames(shared_photo("street_1279x867.jpg"), 150, (480, 360)), 15)  # 10 s: about a minute
+    msg = fake.clip_message(chat, user, clip)
+
+    def progress() -> list[Any]:
+        return [c for c in fake.calls_to("editMessageText", chat["id"]) if "Drawing frame" in c.params["text"]]
+
+    edit = fake.wait_for(progress, 300)[0]  # the worker's heartbeat carried its frames to the bot
+    status = fake.messages[(chat["id"], int(edit.params["message_id"]))]
+    fake.press(user, status, edit.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
+    answer = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method in ("sendMessage", "sendVideo")
+                                    and not str(c.params.get("text", "")).startswith(STATUS)], 120)[0]
+    assert answer.method == "sendMessage" and answer.params["text"].startswith("Cancelled")
+    assert "failed: cancelled" in "".join(w.log() for w in cluster.workers)  # the worker stopped, not finished
+
+
 def test_the_bot_killed_mid_burst_answers_everything_after_its_restart(cluster: Cluster) -> None:
     fake = cluster.fake
     sent = burst(fake, 5300, 8)
