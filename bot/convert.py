@@ -133,6 +133,9 @@ class _Names:
     def __init__(self, args: argparse.Namespace, style: str) -> None:
         self.args, self.style = args, style
         self.taken = {_identity(p) for p in args.inputs}
+        src, out = args.inputs[0], args.output
+        if out is not None and out.exists() and src.exists() and out.samefile(src):
+            raise AnimebotError(f"-o {out} is the input itself; choose another name for the output")
 
     def next(self, src: Path, fmt: str, clip: bool) -> Path:
         if self.args.output:
@@ -140,8 +143,6 @@ class _Names:
             if implied is not None and (implied in CLIP_FORMATS) != clip:
                 kind, wanted = ("a clip", ".mp4 or .gif") if clip else ("a picture", ".jpg or .png")
                 raise AnimebotError(f"{src} is {kind}: name the output {wanted}")
-            if self.args.output.exists() and src.exists() and self.args.output.samefile(src):
-                raise AnimebotError(f"-o {self.args.output} is the input itself; choose another name for the output")
             return Path(self.args.output)
         folder = self.args.out_dir or Path(".")
         dest, n = folder / f"{src.stem}.{self.style}.{fmt}", 1

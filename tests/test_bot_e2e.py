@@ -131,10 +131,11 @@ def test_a_file_over_the_download_limit_is_refused_without_fetching(bot: Running
     assert not [c for c in fake.calls_to("getFile") if c.params["file_id"] == huge["document"]["file_id"]]
 
 
-def test_a_video_or_sticker_gets_a_hint(bot: RunningBot, fake: FakeTelegram) -> None:
-    chat, user = private_chat(115)
-    video = {"file_id": "V1", "file_unique_id": "UV1", "width": 640, "height": 360, "duration": 3}
-    fake.push({"message": fake._message(chat, user, video=video)})
+def test_a_sticker_gets_a_hint(bot: RunningBot, fake: FakeTelegram) -> None:
+    chat, user = private_chat(115)  # (a video is drawn: tests/test_bot_clips.py)
+    sticker = {"file_id": "S1", "file_unique_id": "US1", "width": 512, "height": 512, "is_animated": False,
+               "is_video": False, "type": "regular"}
+    fake.push({"message": fake._message(chat, user, sticker=sticker)})
     assert "Send me a photo" in fake.wait_for(lambda: fake.messages_to(chat["id"]), 30)[0].params["text"]
 
 
