@@ -142,8 +142,12 @@ TEXTS: dict[str, dict[str, str]] = {
         "cancelled": "Cancelled: nothing was sent, and it doesn't count against your limits.",
         "not_your_job": "Only the person who sent it can cancel it.",
         "job_gone": "That one is already finished.",
-        "clip_over_limit": "That clip counts as {units} photos (one per second), more than the {count} you may have "
-                           "waiting now. Send it again once your other photos are back.",
+        "clip_over_limit": "That clip counts as {units} photos (one per second); with what you have waiting, "
+                           "there is room for {room} of the {count} I keep for one person. Send it again once "
+                           "your other photos are back, or send a shorter clip.",
+        "clip_over_quota": "That clip counts as {units} photos (one per second), and you have {left} of today's "
+                           "{count} left. It resets at midnight UTC; a shorter clip may fit now.",
+        "album_clips": "I draw clips one at a time: send the videos of this album on their own to get them drawn.",
         "bad_clip": "I couldn't read that video. Send an MP4, a GIF or a WebM.",
         "clip_trimmed": "✂️ I draw clips up to {seconds:g} seconds long: this is the start of yours.",
         "clip_silent": "🔇 Its sound could not be read, so this comes back silent.",
@@ -268,8 +272,11 @@ TEXTS: dict[str, dict[str, str]] = {
         "cancelled": "已取消：没有发送任何内容，也不计入你的额度。",
         "not_your_job": "只有发送者本人可以取消。",
         "job_gone": "这个已经完成了。",
-        "clip_over_limit": "这个片段计作 {units} 张照片（每秒一张），超过了你现在可等待的 {count} 张。"
-                           "等其他照片完成后再发送。",
+        "clip_over_limit": "这个片段计作 {units} 张照片（每秒一张）；算上你正在等待的，每人 {count} 张的上限只剩 "
+                           "{room} 张。等其他照片完成后再发送，或发送更短的片段。",
+        "clip_over_quota": "这个片段计作 {units} 张照片（每秒一张），你今天的 {count} 张额度只剩 {left} 张。"
+                           "额度在 UTC 零点重置；更短的片段现在也许可以。",
+        "album_clips": "我一次只画一个片段：请把这个相册里的视频单独发送。",
         "bad_clip": "我无法读取这个视频。请发送 MP4、GIF 或 WebM。",
         "clip_trimmed": "✂️ 我最多绘制 {seconds:g} 秒长的片段：这是你的片段的开头部分。",
         "clip_silent": "🔇 无法读取它的声音，所以发回的是无声版本。",

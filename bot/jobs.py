@@ -133,7 +133,9 @@ class JobRunner:
             # The rate counts what was asked for; the quota only what must be drawn (a preview sheet is one).
             drawing = int(any(needs)) if req.preview else _weighed(req, needs)
             allowed, refusal = await self.limits.allowance(req.user_id, n, drawing=drawing)
-            if refusal is not None and refusal.code == "quota_reached" and allowed > 0 and not req.preview:
+            if refusal is not None and refusal.code == "quota_reached" and req.sources[0].clip:
+                refusal = Refusal("clip_over_quota", {"units": drawing, "left": allowed, "count": self.limits.per_day})
+            elif refusal is not None and refusal.code == "quota_reached" and allowed > 0 and not req.preview:
                 # an album, or "All styles", over what is left of today's quota: draw what fits
                 keep = _keep(needs, allowed)
                 req, refusal = replace(req.first(keep), left_out=len(needs) - keep), None
@@ -182,8 +184,10 @@ class JobRunner:
         unlimited = self.access.is_admin(req.user_id) or not req.units
         if req.sources[0].clip:  # one clip, all or nothing: it counts one photo per second against the limit
             units = req.sources[0].units
-            if not unlimited and units > self.per_user_limit - self._in_flight[req.user_id]:
-                return req, Refusal("clip_over_limit", {"units": units, "count": self.per_user_limit})
+            room = self.per_user_limit - self._in_flight[req.user_id]
+            if not unlimited and units > room:
+                return req, Refusal("clip_over_limit", {"units": units, "count": self.per_user_limit,
+                                                        "room": max(0, room)})
             return (req, None) if self.pool.free_slots() >= 1 else (req, Refusal("busy", {}))
         user_room = need if unlimited else self.per_user_limit - self._in_flight[req.user_id]
         room = min(user_room, self.pool.free_slots())
@@ -362,7 +366,7 @@ class JobRunner:
                                                          drawn=drawn))
             metrics.JOBS.labels("done" if sent else "failed").inc()
         await self.replies.remember(sent)
-        return f"{len(done)} sent ({len(done) - drawn} from cache), {len(failed)} failed" + \
+        return f"{len(done)} sent ({sum(d.from_cache for d in done)} from cache), {len(failed)} failed" + \
             (f" ({codes})" if codes else "") + (" (preview sheet)" if req.preview else "")
 
     async def _cached_sheet(self, req: Request) -> CachedResult | None:
@@ -543,12 +547,12 @@ class JobRunner:
                             keep_colours=req.settings.keep_colours)
 
     def _clip_lengths(self, req: Request) -> Request:
-        """A clip counts only the seconds that will be drawn."""
+        """A clip counts only the seconds that will be drawn (one of unknown length: see Source.units)."""
         if not any(src.clip for src in req.sources):
             return req
         cap = self.clip_limits.max_seconds
-        return replace(req, sources=tuple(replace(s, seconds=min(s.seconds or cap, cap)) if s.clip else s
-                                          for s in req.sources))
+        return replace(req, sources=tuple(replace(s, seconds=min(s.seconds, cap) if s.seconds else None) if s.clip
+                                          else s for s in req.sources))
 
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button: stop a job's drawing (queued, or a clip on a local worker). Returns what to

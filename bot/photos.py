@@ -47,6 +47,8 @@ def source_of(message: Message) -> Source | None:
     name = (doc.file_name or "").lower()
     if mime.startswith("video/") or name.endswith(CLIP_SUFFIXES):
         return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part, kind="video")
+    if mime == "image/gif" or name.endswith(".gif"):  # a clip, unless its bytes hold one frame
+        return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part, kind="animation")
     if mime.startswith("image/") or mime == "application/octet-stream" or name.endswith(IMAGE_SUFFIXES):
         return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part)
     return None
@@ -130,10 +132,14 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
     if first.chat.type != "private" and not taken and not any(asked for asked, _ in asks):
         return  # a group album nobody asked about
     style_arg = next((s for asked, s in asks if asked and s), None) or album_style
-    # An album's videos are left out: an album comes back as an album of pictures.
-    sources = [s for s in (source_of(m) for m in fresh) if s is not None and not s.clip]
+    # An album's clips are left out (an album comes back as an album of pictures), and said so.
+    found = [s for s in (source_of(m) for m in fresh) if s is not None]
+    sources = [s for s in found if not s.clip]
+    if len(sources) < len(found):
+        await first.reply_text(t(await user_lang(st, first.from_user), "album_clips"), do_quote=True)
     if not sources:
-        await first.reply_text(t(await user_lang(st, first.from_user), "not_an_image_file"), do_quote=True)
+        if not found:
+            await first.reply_text(t(await user_lang(st, first.from_user), "not_an_image_file"), do_quote=True)
         return
     await request(st, f"album-{group}-{first.message_id}", first, first.from_user, sources, first.message_id,
                   style_arg, album=group)

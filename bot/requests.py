@@ -23,7 +23,6 @@ from inference.pipeline import ConvertSettings
 # 4: clips (a source's kind and length)
 REQUEST_VERSION = 4
 CLIP_KINDS = ("animation", "video", "video_note")
-DEFAULT_CLIP_S = 10.0  # a clip whose length Telegram did not give counts as this long
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,9 @@ class Source:
     @property
     def units(self) -> int:
         """What it counts as against the waiting limit and the daily quota: a photo is one, a clip
-        one per second drawn (a second of clip costs about three photos to draw; README "Clips")."""
-        return max(1, math.ceil(self.seconds or DEFAULT_CLIP_S)) if self.clip else 1
+        one per second drawn (a second of clip costs about three photos to draw; README "Clips").
+        A clip sent as a file, whose length Telegram does not give, counts one until it is drawn."""
+        return max(1, math.ceil(self.seconds or 1)) if self.clip else 1
 
 
 @dataclass(frozen=True)

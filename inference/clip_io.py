@@ -28,10 +28,10 @@ import numpy as np
 from PIL import Image
 
 from inference.errors import AnimebotError
-from inference.pipeline import fit_size
 
 MAX_DECLARED_PIXELS = 36_000_000  # a frame above 8K's 33 MP is no phone's video
 MIN_SIDE = 16
+MAX_ASPECT = 20  # as for photos
 MAX_INPUT_FRAMES_PER_S = 240  # frames decoded past this rate (per second kept) are a hostile file's
 COPIED_AUDIO = frozenset({"aac", "mp3", "opus", "alac", "flac", "ac3", "eac3"})  # MP4 carries these as they are
 
@@ -105,6 +105,9 @@ def probe(data: bytes) -> ClipInfo:
             raise ClipError(f"That video's frames are {width}x{height}, too big for me to draw.")
         if min(width, height) < MIN_SIDE:
             raise ClipError(f"That video's frames are {width}x{height}, too small to draw.")
+        if max(width, height) > MAX_ASPECT * min(width, height):
+            raise ClipError(f"That video's frames are {width}x{height}, too long and thin to draw "
+                            f"(at most {MAX_ASPECT}:1).")
         rotation = _rotation(container, stream)
         if rotation in (90, 270):
             width, height = height, width
@@ -124,9 +127,10 @@ def probe(data: bytes) -> ClipInfo:
 
 
 def plan(info: ClipInfo, limits: ClipLimits) -> ClipPlan:
-    """The output for a clip: its long side at most ``limits.max_side``, at most ``limits.max_fps``,
-    and at most ``limits.max_seconds`` long."""
-    w, h = fit_size(info.width, info.height, limits.max_side)
+    """The output for a clip: its long side at most ``limits.max_side`` (no panorama allowance, as
+    photos have: every frame costs), at most ``limits.max_fps``, and at most ``limits.max_seconds`` long."""
+    scale = min(1.0, limits.max_side / max(info.width, info.height))
+    w, h = max(1, round(info.width * scale)), max(1, round(info.height * scale))
     size = (max(2, w - w % 2), max(2, h - h % 2))
     fps = Fraction(min(info.fps, limits.max_fps) if info.fps > 0 else limits.max_fps).limit_denominator(1001)
     seconds = min(info.seconds, limits.max_seconds) if info.seconds > 0 else limits.max_seconds

@@ -148,3 +148,30 @@ def test_photos_of_others_overtake_a_second_clip(bot: tuple[RunningBot, FakeTele
     answered = [fake.wait_for(lambda m=m: [c for c in fake.replies_to(m) if c.method == "sendPhoto"], 300)[0]
                 for m in photos]
     assert all(c.at < second_clip.at for c in answered), [c.at - second_clip.at for c in answered]
+
+
+def test_clips_against_the_quota_the_waiting_limit_and_albums(real_store: ModelStore, street: bytes,
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each second counts: a clip over what is left of today's quota is told both numbers, a clip
+    sent as a file (no length given) counts one until drawn, and an album's videos are not lost silently."""
+    small = mp4(pan_frames(street, 30, (160, 120)), 10)  # 3 s
+    with serving(tmp_path_factory.mktemp("clip-quota"), real_store.home, ANIMEBOT_DAILY_QUOTA="4",
+                 ANIMEBOT_PER_USER_LIMIT="3", ANIMEBOT_RATE_PER_MINUTE="0") as (_, fake):
+        chat, user = private_chat(6020)
+        first = fake.clip_message(chat, user, small)
+        clip_reply(fake, first, "sendVideo")
+        second = fake.clip_message(chat, user, mp4(pan_frames(street, 30, (160, 120), travel=0.3), 10))
+        assert final_answer(fake, second) == ("That clip counts as 3 photos (one per second), and you have 1 of "
+                                              "today's 4 left. It resets at midnight UTC; a shorter clip may fit now.")
+        chat, user = private_chat(6021)
+        as_file = fake.document_message(chat, user, mp4(pan_frames(street, 10, (160, 120)), 10), "a.mp4",
+                                        "video/mp4")
+        clip_reply(fake, as_file, "sendVideo")  # a 1 s file: taken, though its length was not given
+        for i in range(2):
+            part = fake.clip_message(chat, user, mp4(pan_frames(street, 10, (160, 120), travel=0.1 * i), 10),
+                                     push=False)
+            part["media_group_id"] = "clips-6021"
+            fake.push({"message": part})
+        note = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "one at a time" in
+                                      str(c.params.get("text"))], 60)
+        assert len(note) == 1

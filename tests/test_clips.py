@@ -26,7 +26,7 @@ import pytest
 from PIL import Image
 
 from inference.backends import Stylizer
-from inference.clip_io import ClipError, ClipLimits, probe, write_gif
+from inference.clip_io import ClipError, ClipInfo, ClipLimits, plan, probe, write_gif
 from inference.clips import ClipCancelled, ClipSettings, convert_clip, draw_frame, is_clip
 from inference.errors import AnimebotError
 from tests.clip_maker import frame_number, gif, mp4, numbered_frames, pan_frames, read_back
@@ -370,3 +370,12 @@ def test_each_frame_is_the_photo_paths_drawing(hayao: Stylizer, shared_photo: Ca
     for k in (0, 7, 14):
         reference = np.asarray(stylize(resize(Image.fromarray(inputs[2 * k]), 320), hayao))
         assert psnr(frames[k], reference) >= 30, f"frame {k}"
+
+
+def test_a_wide_clip_keeps_its_long_side_within_the_limit_and_a_sliver_is_refused() -> None:
+    """No panorama allowance for clips (photos get one): every frame of a wide clip costs."""
+    wide = plan(ClipInfo(1920, 540, 0, 30.0, 2.0, None, "h264"), ClipLimits())
+    assert wide.size == (480, 134)  # 135 rounded down to even, as H.264's 4:2:0 needs
+    frames = [np.full((32, 1280, 3), 128, np.uint8)] * 4
+    with pytest.raises(ClipError, match="too long and thin"):
+        probe(mp4(frames, 10))
