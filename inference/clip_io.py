@@ -33,7 +33,9 @@ MAX_DECLARED_PIXELS = 36_000_000  # a frame above 8K's 33 MP is no phone's video
 MIN_SIDE = 16
 MAX_ASPECT = 20  # as for photos
 MAX_INPUT_FRAMES_PER_S = 240  # frames decoded past this rate (per second kept) are a hostile file's
-COPIED_AUDIO = frozenset({"aac", "mp3", "opus", "alac", "flac", "ac3", "eac3"})  # MP4 carries these as they are
+# Sound copied as it is; any other (a WebM's Opus or Vorbis, FLAC...) is re-encoded to AAC, which every
+# Telegram client plays inside MP4 (Opus in MP4 is valid, but not every player takes it).
+COPIED_AUDIO = frozenset({"aac", "mp3"})
 
 
 class ClipError(AnimebotError):
