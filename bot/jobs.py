@@ -213,7 +213,7 @@ class JobRunner:
             if style not in self.styles.names:  # uninstalled since the request was made: it will fail, not draw
                 needs.append(False)
                 continue
-            key = result_key(sha, style, self.styles.version(style, req.settings)) if sha else None
+            key = result_key(sha, style, self._version(src, style, req)) if sha else None
             needs.append(key is None or (key not in self._drawing and not await self.cache.has(key)))
         return needs
 
