@@ -28,34 +28,30 @@ def test_a_long_queue_switches_to_the_lite_style(hayao_file: Path, tmp_path: Pat
     store = ModelStore(tmp_path / "home")
     base = store.import_file(hayao_file)
     save_lite(store, base, "hayao-lite", prune(build_animeganv2(base, store.path(base)), 0.6), 0.6)
-    with FakeTelegram() as fake:
-        # a queue depth of 0 counts as long, so every photo is drawn in fast mode
-        bot = start_bot(fake, tmp_path / "bot", store.home, ANIMEBOT_FAST_MODE="hayao=hayao-lite",
-                        ANIMEBOT_FAST_QUEUE="0")
-        try:
-            chat, user = private_chat(501)
-            msg = fake.photo_message(chat, user, synthetic_photo(512, 512))
-            reply = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendPhoto"], 180)[0]
-            assert "fast mode, with the lighter" in reply.params["caption"]
-            data = [b["callback_data"] for row in reply.params["reply_markup"]["inline_keyboard"] for b in row]
-            assert any(d.startswith("f:") for d in data) and any(d.startswith("r:hayao:") for d in data)
-        finally:
-            assert bot.stop() == 0, bot.log()
+    caption, buttons, _ = fast_reply(store.home, "hayao=hayao-lite", tmp_path, 501, (512, 512))
+    assert "fast mode, with the lighter" in caption
+    assert any(d.startswith("f:") for d in buttons) and any(d.startswith("r:hayao:") for d in buttons)
 
 
 def test_fast_mode_can_map_a_style_to_a_cheaper_real_one(styles_store: ModelStore, tmp_path: Path) -> None:
     """No lite model needs training: Hayao (AnimeGANv2) falls back to Ghibli (AnimeGANv3, about half
     the cost per pixel), and the caption names the style the user got."""
+    caption, buttons, log = fast_reply(styles_store.home, "hayao=hayao_v3", tmp_path, 502, (480, 360))
+    assert "fast mode, with the lighter Ghibli style" in caption
+    assert "job 1000: hayao_v3 480x360" in log
+    assert any(d.startswith("r:hayao:") for d in buttons)  # one tap asks for the style they chose
+
+
+def fast_reply(home: Path, mapping: str, tmp_path: Path, user_id: int, size: tuple[int, int]
+               ) -> tuple[str, list[str], str]:
+    """One photo to a bot whose every photo is drawn in fast mode (a queue of 0 counts as long):
+    the reply's caption, its buttons' data, and the bot's log."""
     with FakeTelegram() as fake:
-        bot = start_bot(fake, tmp_path / "bot", styles_store.home, ANIMEBOT_FAST_MODE="hayao=hayao_v3",
-                        ANIMEBOT_FAST_QUEUE="0")
+        bot = start_bot(fake, tmp_path / "bot", home, ANIMEBOT_FAST_MODE=mapping, ANIMEBOT_FAST_QUEUE="0")
         try:
-            chat, user = private_chat(502)
-            msg = fake.photo_message(chat, user, synthetic_photo(480, 360))
+            msg = fake.photo_message(*private_chat(user_id), synthetic_photo(*size))
             reply = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendPhoto"], 180)[0]
-            assert "fast mode, with the lighter Ghibli style" in reply.params["caption"]
-            assert "job 1000: hayao_v3 480x360" in bot.log()
-            data = [b["callback_data"] for row in reply.params["reply_markup"]["inline_keyboard"] for b in row]
-            assert any(d.startswith("r:hayao:") for d in data)  # one tap asks for the style they chose
+            buttons = [b["callback_data"] for row in reply.params["reply_markup"]["inline_keyboard"] for b in row]
+            return str(reply.params["caption"]), buttons, bot.log()
         finally:
             assert bot.stop() == 0, bot.log()
