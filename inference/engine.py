@@ -108,7 +108,7 @@ def exported_onnx(store: ModelStore, entry: ModelEntry, path: Path) -> Path:
 
     Its name comes from the registry entry, not the built net, so a worker
     finds the file without importing torch."""
-    ident = {**_export_ident(entry, path), "export": 4}
+    ident = {**_export_ident(entry, path), "export": 5}
     return onnx_export.load_or_export(lambda: build_generator(entry, path), key_for(ident), store.cache_dir)
 
 
