@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from inference import onnx_export
 from inference.backends import OnnxStylizer, OpenVinoStylizer, Stylizer, TorchStylizer
 from inference.errors import ModelError
-from inference.faces import CROP_SIZES, FaceDetector
+from inference.detector import FaceDetector
+from inference.faces import CROP_SIZES
 from inference.pipeline import FaceTools
 from weights.hashing import file_digests, key_for
 from weights.registry import ModelEntry

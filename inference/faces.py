@@ -2,23 +2,21 @@
 
 A whole-image pass at 720 px leaves a face of 60 px to a few brush strokes.
 Like AnimeGANv3's portrait mode, we find each face with insightface's
-SCRFD detector on the original photo, align it by its five landmarks to a
-square crop with room for hair and chin, stylize that crop at 512 px, and
-warp it back into the result under a feathered mask. Where masks overlap
+SCRFD detector on the original photo (inference.detector), align it by its
+five landmarks to a square crop with room for hair and chin, stylize that
+crop at 512 px, and warp it back into the result under a feathered mask. Where masks overlap
 they are mixed by weight, so no face is pasted "on top" of another.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import cv2
 import numpy as np
 
 from inference.colour import oklab_to_srgb, srgb_to_oklab
-from inference.errors import ModelError
+from inference.detector import Face
 
 CROP = 512  # the largest crop, at which face models were trained
 # Crop sizes a scene style draws a face at: the smallest holding it at FACE_DETAIL times its
@@ -45,52 +43,6 @@ _ARCFACE = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
 ZOOM = 1.6
 TEMPLATE = (CROP * (0.5 + (_ARCFACE / 112.0 - 0.5) / ZOOM)).astype(np.float32)
 TEMPLATE_EYE_PX = float(np.linalg.norm(TEMPLATE[1] - TEMPLATE[0]))
-
-
-@dataclass(frozen=True, eq=False)  # compared by identity: landmarks are an array
-class Face:
-    """A detected face in photo pixels: box (x1, y1, x2, y2), score, five landmarks."""
-
-    box: tuple[float, float, float, float]
-    score: float
-    landmarks: np.ndarray  # (5, 2): eyes, nose, mouth corners
-
-    @property
-    def eye_px(self) -> float:
-        return float(np.linalg.norm(self.landmarks[1] - self.landmarks[0]))
-
-    def report(self, scale: float = 1.0) -> dict[str, object]:
-        """For --json: the box in the file's own pixels (``scale`` undoes a reduced decode)."""
-        return {"box": [round(v * scale, 1) for v in self.box], "score": round(self.score, 3)}
-
-
-class FaceDetector:
-    """SCRFD through insightface's model_zoo, loaded from a local file only."""
-
-    def __init__(self, path: Path, threads: int | None = None, threshold: float = 0.5) -> None:
-        import onnxruntime as ort
-        from insightface.model_zoo.scrfd import SCRFD
-
-        if not path.is_file():
-            raise ModelError(f"the face detector {path.name} is not installed; run: animebot weights download det_500m")
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
-        try:
-            session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-            self._model = SCRFD(model_file=str(path), session=session)
-            self._model.prepare(ctx_id=-1, input_size=(640, 640), det_thresh=threshold)
-        except Exception as exc:
-            raise ModelError(f"the face detector {path.name} does not load ({exc.__class__.__name__})") from exc
-
-    def detect(self, rgb: np.ndarray) -> list[Face]:
-        """Faces in an RGB image, biggest first."""
-        boxes, landmarks = self._model.detect(np.ascontiguousarray(rgb[..., ::-1]))
-        if landmarks is None:
-            return []
-        faces = [Face(tuple(float(v) for v in b[:4]), float(b[4]), k.astype(np.float32))  # type: ignore[arg-type]
-                 for b, k in zip(boxes, landmarks)]
-        return sorted(faces, key=lambda f: -(f.box[2] - f.box[0]) * (f.box[3] - f.box[1]))
 
 
 def worth_a_pass(face: Face, output_scale: float, face_model: bool = False, result_short: float = 0.0) -> bool:

@@ -17,7 +17,8 @@ from PIL import Image
 
 from inference.backends import Stylizer
 from inference.colour import blend, keep_colours
-from inference.faces import CROP_SIZES, FaceDetector, face_pass
+from inference.detector import FaceDetector
+from inference.faces import CROP_SIZES, face_pass
 from inference.imageio import ImageLimits, decode, encode
 
 # 720 px on the long side, chosen by measurement (README, "Choosing max_side",

@@ -17,7 +17,8 @@ from inference.backends import TorchStylizer
 from inference.colour import blend, keep_colours, srgb_to_oklab
 from inference.engine import load_face_tools, load_stylizer
 from inference.errors import ModelError
-from inference.faces import CROP, Face, FaceDetector, align_matrix, crop_mask, warp, worth_a_pass
+from inference.detector import Face, FaceDetector
+from inference.faces import CROP, align_matrix, crop_mask, warp, worth_a_pass
 from inference.pipeline import ConvertSettings, FaceTools, convert_bytes, resize
 from tests.conftest import DET_FILE, PHOTOS, REPO
 from weights.store import ModelStore
@@ -48,6 +49,28 @@ def test_detector_finds_every_clear_face(detector: FaceDetector, name: str, coun
     for f in faces:
         x1, y1, x2, y2 = f.box
         assert f.score >= 0.5 and all(x1 <= x <= x2 and y1 <= y <= y2 for x, y in f.landmarks)
+
+
+@pytest.mark.parametrize("name, cut", [("group_3_faces.jpg", None), ("town_1280x854.jpg", None),
+                                       ("street_1279x867.jpg", None), ("portrait_closeup.jpg", None),
+                                       ("group_3_faces.jpg", slice(100, 600))])
+def test_detector_finds_what_insightface_finds(detector: FaceDetector, name: str, cut: slice | None) -> None:
+    """Our decoding of SCRFD's maps against insightface's own SCRFD class on the same file: the
+    same faces (wide photos and tall ones, so both ways of fitting the 640 px square), the same
+    boxes and landmarks within a pixel, the same scores within float rounding."""
+    from insightface.model_zoo.scrfd import SCRFD
+
+    reference = SCRFD(model_file=str(DET_FILE))
+    reference.prepare(ctx_id=-1, input_size=(640, 640), det_thresh=0.5)
+    photo = rgb(name) if cut is None else rgb(name)[:, cut]  # cut: a tall part of a wide photo
+    boxes, marks = reference.detect(np.ascontiguousarray(photo[..., ::-1]))  # insightface reads BGR
+    ours = detector.detect(photo)
+    assert len(ours) == len(boxes) > 0
+    for face in ours:
+        i = int(np.argmin(np.abs(boxes[:, :4] - np.array(face.box)).sum(axis=1)))
+        assert np.abs(boxes[i, :4] - np.array(face.box)).max() < 1.0
+        assert np.abs(marks[i] - face.landmarks).max() < 1.0
+        assert abs(boxes[i, 4] - face.score) < 1e-3
 
 
 def test_alignment_puts_the_eyes_where_the_template_says(detector: FaceDetector) -> None:

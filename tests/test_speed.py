@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from inference.backends import OpenVinoStylizer, TorchStylizer
-from inference.faces import CROP_SIZES, TEMPLATE, TEMPLATE_EYE_PX, Face, crop_size
+from inference.detector import Face
+from inference.faces import CROP_SIZES, TEMPLATE, TEMPLATE_EYE_PX, crop_size
 from inference.onnx_export import export
 from inference.pipeline import stylize_crops
 from tests.conftest import PHOTOS, REPO
