@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"how the model runs (default: {DEFAULT_BACKEND}, the fastest measured)")
     c.add_argument("--threads", type=int, help="CPU threads for the model, 1-256 (default: all cores)")
     c.add_argument("--faces", action=argparse.BooleanOptionalAction, default=True,
-                   help="draw each face again at 512 px and blend it in (default: on)")
+                   help="draw each face again at full detail and blend it in (default: on)")
     c.add_argument("--strength", type=int, default=100, help="how much of the style, 0-100 (default 100)")
     c.add_argument("--keep-colours", "--keep-colors", action="store_true",
                    help="keep the photo's colours; take only the anime lightness and lines")

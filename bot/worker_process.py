@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inference.backends import Stylizer
-from inference.engine import crop_sizes, face_style_for, load_detector, load_stylizer
+from inference.engine import crop_framing, face_style_for, load_detector, load_stylizer
 from inference.errors import AnimebotError
 from inference.detector import FaceDetector
 from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
@@ -204,7 +204,7 @@ class Drawer:
         except AnimebotError as exc:
             self._face_problem = exc.message
             return None
-        return FaceTools(self._detector, face_model, crop_sizes(self.store.entry(face_style)))
+        return FaceTools(self._detector, face_model, crop_framing(self.store.entry(face_style)))
 
 
 def serve(conn: Connection, spec: WorkerSpec) -> None:

@@ -75,10 +75,12 @@ class OpenVinoStylizer:
 
     Static shapes, not one dynamic model: on 2 cores the dynamic model ran 15%
     slower and peaked at 827 MB over the bench photos against 563 MB, while
-    compiling a shape costs about 0.3 s. The two latest shapes stay compiled,
-    which covers a photo and its 512 px face crops. Sides are padded to
-    multiples of 16, where OpenVINO's kernels are fastest per pixel
-    (720x1088 took 0.87 s, 720x1080 0.95 s), and which makes fewer shapes.
+    compiling a shape costs about 0.3 s. Only the latest shape stays compiled:
+    even with its buffers released, a compiled shape keeps 15-25 MB, and a
+    shape met again loads from OpenVINO's model cache in 0.08 s, mostly
+    while the next photo decodes (a face model meets one shape only). Sides
+    are padded to multiples of 16, where OpenVINO's kernels are fastest per
+    pixel (720x1088 took 0.87 s, 720x1080 0.95 s), and which makes fewer shapes.
     On a CPU with bfloat16 units (AMX, AVX-512 BF16) OpenVINO computes in
     bfloat16 by default, 4x faster than its fp32 and 53 dB from it at 720x544
     (README, "Benchmarks"); elsewhere it computes in fp32. ``precision`` says which.
@@ -87,7 +89,7 @@ class OpenVinoStylizer:
     """
 
     backend = "openvino"
-    keep = 2
+    keep = 1
 
     def __init__(self, style: str, path: Path, threads: int | None = None, multiple: int = 16,
                  min_side: int = 0, cache_dir: Path | None = None) -> None:
@@ -134,10 +136,12 @@ class OpenVinoStylizer:
         return request.get_output_tensor(0).data.copy()  # type: ignore[attr-defined]
 
     def release(self) -> None:
-        """Free every compiled shape's buffers (hundreds of MB at 720 px); the next call loads its
-        shape again, from OpenVINO's model cache when there is one."""
+        """Free every compiled shape's intermediate buffers (hundreds of MB at 720 px), keeping the
+        shapes compiled: the next inference allocates them again, which costs about 0.04 s, where
+        loading a shape from OpenVINO's model cache cost 0.1 s and a slow first inference."""
         with self._lock:
-            self._compiled.clear()
+            for compiled, _ in self._compiled.values():
+                compiled.release_memory()  # type: ignore[attr-defined]
 
     def prepare(self, shape: tuple[int, ...]) -> None:
         """Compile ``shape`` now (from another thread, while the photo decodes), so the drawing

@@ -14,7 +14,7 @@ from inference import onnx_export
 from inference.backends import OnnxStylizer, OpenVinoStylizer, Stylizer, TorchStylizer
 from inference.errors import ModelError
 from inference.detector import FaceDetector
-from inference.faces import CROP_SIZES
+from inference.faces import FACE_MODEL_CROP, Framing
 from inference.pipeline import FaceTools
 from weights.hashing import file_digests, key_for
 from weights.registry import ModelEntry
@@ -164,13 +164,13 @@ def load_face_tools(store: ModelStore, model: Stylizer, backend: Backend = DEFAU
         return None
     face_style = face_style_for(store, model.style)
     face_model = model if face_style == model.style else load_stylizer(store, face_style, backend, threads)
-    return FaceTools(load_detector(store, threads), face_model, crop_sizes(store.entry(face_style)))
+    return FaceTools(load_detector(store, threads), face_model, crop_framing(store.entry(face_style)))
 
 
-def crop_sizes(entry: ModelEntry) -> tuple[int, ...]:
-    """The face crops ``entry`` draws well: a face model only the size it was trained at (its
-    drawing depends on the face's size in pixels), a scene style any of faces.CROP_SIZES."""
-    return (entry.train_size,) if entry.look == "face" else CROP_SIZES
+def crop_framing(entry: ModelEntry) -> Framing:
+    """How ``entry`` is given face crops: a face model one tight crop with the face as big as at
+    its training size, a scene style any of faces.CROP_SIZES."""
+    return Framing((FACE_MODEL_CROP,), entry.train_size) if entry.look == "face" else Framing()
 
 
 def _onnx_session(path: Path, threads: int | None) -> object:

@@ -1,15 +1,17 @@
-"""Faces at full detail: detect, align to a 512 px crop, stylize, paste back unseen.
+"""Faces at full detail: align each detected face to a crop, stylize it, paste it back unseen.
 
 A whole-image pass at 720 px leaves a face of 60 px to a few brush strokes.
 Like AnimeGANv3's portrait mode, we find each face with insightface's
 SCRFD detector on the original photo (inference.detector), align it by its
 five landmarks to a square crop with room for hair and chin, stylize that
-crop at 512 px, and warp it back into the result under a feathered mask. Where masks overlap
+crop at a size that suits its model and the face (Framing, crop_size), and
+warp it back into the result under a feathered mask. Where masks overlap
 they are mixed by weight, so no face is pasted "on top" of another.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import cv2
@@ -22,10 +24,14 @@ CROP = 512  # the largest crop, at which face models were trained
 # Crop sizes a scene style draws a face at: the smallest holding it at FACE_DETAIL times its
 # size in the result. A few sizes only, so the compiled shapes are reused from photo to photo.
 # Side by side on group_3_faces (README, "Faces"), Hayao's faces at 384 px look as at 512, and
-# at 256 lose fine lines. Face models (jp_face) are drawn at the size they were trained at
-# only: at 384 jp_face's anime eyes close, at 256 the faces wash out.
+# at 256 lose fine lines.
 CROP_SIZES = (256, 384, 512)
 FACE_DETAIL = 1.5
+# A face model (jp_face) needs the face as big as in its 512 px training crops: at 384 px framed
+# as at 512 its anime eyes close, at 256 faces wash out. Framed tighter instead (Framing), a
+# 384 px crop looks as the 512 one did side by side on group_3_faces and town_1280x854, for 56%
+# of the pixels; at 352 and 320 the jaw kept the photo's shading and stubble.
+FACE_MODEL_CROP = 384
 MAX_FACES = 8
 # A face this tall, as a share of the result's short side, is the picture itself (a selfie:
 # portrait_closeup's is 0.6, group_3_faces' 0.17): a face model drawing it would give every
@@ -34,14 +40,30 @@ SELFIE_SHARE = 0.4
 # Eye distance in the photo below which a face is left to the whole-image pass:
 # a face that small is blown up 6x or more into the crop and comes back as a
 # soft, photo-like patch (an out-of-focus passer-by in town_1280x854, 12 px,
-# did exactly that), while it costs a full 512 px pass (README, "Faces").
+# did exactly that), while it costs a whole crop's pass (README, "Faces").
 MIN_EYE_PX = 16
 # insightface's ArcFace template (112 px), zoomed out 1.6x about the crop centre
 # so the crop holds hair and chin: eyes land at 47% of the height, the mouth at 70%.
 _ARCFACE = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
                      [41.5493, 92.3655], [70.7299, 92.2041]], np.float32)
 ZOOM = 1.6
-TEMPLATE = (CROP * (0.5 + (_ARCFACE / 112.0 - 0.5) / ZOOM)).astype(np.float32)
+# A face model's tighter crop lifts the face by this much of the crop per unit of zoom: at 384 px
+# (zoom 1.2) by a tenth, so the chin is inside the paste mask's solid part; without it the
+# scene pass showed through at the jaw (group_3_faces' middle man kept his stubble).
+LIFT = 0.25
+
+
+def template(size: int = CROP, zoom: float = ZOOM) -> np.ndarray:
+    """Where the five landmarks go in a ``size`` px crop framed at ``zoom`` (less: the face fills more).
+
+    A tighter crop also lifts the face, by LIFT per unit of zoom, so that its chin stays where
+    the paste mask is whole rather than in its feathered rim."""
+    marks = 0.5 + (_ARCFACE / 112.0 - 0.5) / zoom
+    marks[:, 1] -= LIFT * (ZOOM - zoom)
+    return (size * marks).astype(np.float32)
+
+
+TEMPLATE = template()
 TEMPLATE_EYE_PX = float(np.linalg.norm(TEMPLATE[1] - TEMPLATE[0]))
 
 
@@ -63,12 +85,27 @@ def crop_size(face: Face, output_scale: float, sizes: tuple[int, ...] = CROP_SIZ
     return next((size for size in sizes if size >= want), sizes[-1])
 
 
-def align_matrix(face: Face, size: int = CROP) -> np.ndarray:
-    """The similarity transform (2x3) taking photo pixels to the aligned ``size`` px crop."""
-    template = TEMPLATE * (size / CROP)
-    m, _ = cv2.estimateAffinePartial2D(face.landmarks, template, method=cv2.LMEDS)
+@dataclass(frozen=True)
+class Framing:
+    """How one model's face crops are cut: the sizes it may be given and, for a face model, the
+    crop size it was trained at. A face model's drawing depends on a face's size in pixels (at
+    384 px, framed as at 512, jp_face's anime eyes close), so its smaller crops keep the face
+    as big as in training and only frame it tighter: less hair and background, fewer pixels."""
+
+    sizes: tuple[int, ...] = CROP_SIZES
+    trained_at: int | None = None
+
+    def zoom(self, size: int) -> float:
+        """The zoom a ``size`` px crop is framed at: ZOOM, or tighter for a face model's smaller crop."""
+        return ZOOM * size / (self.trained_at or size)
+
+
+def align_matrix(face: Face, size: int = CROP, zoom: float = ZOOM) -> np.ndarray:
+    """The similarity transform (2x3) taking photo pixels to the aligned ``size`` px crop at ``zoom``."""
+    marks = template(size, zoom)
+    m, _ = cv2.estimateAffinePartial2D(face.landmarks, marks, method=cv2.LMEDS)
     if m is None:  # degenerate landmarks; fall back to an exact least-squares fit
-        m = cv2.getAffineTransform(face.landmarks[:3], template[:3])
+        m = cv2.getAffineTransform(face.landmarks[:3], marks[:3])
     return m.astype(np.float64)
 
 
@@ -98,42 +135,84 @@ def crop_mask(size: int = CROP, centre_y: float = 0.5, radius_x: float = 0.46, r
     return t * t * (3 - 2 * t)  # smoothstep: no kink for the eye to find
 
 
-def skin_mask(size: int = CROP) -> np.ndarray:
-    """The face itself in the aligned crop, brow to chin (eyes at 47%, mouth at 70% of the height)."""
-    return crop_mask(size, centre_y=0.6, radius_x=0.27, radius_y=0.31, feather=0.4)
+def skin_mask(size: int = CROP, zoom: float = ZOOM) -> np.ndarray:
+    """The face itself in the aligned crop, brow to chin (at ZOOM: eyes at 47%, mouth at 70% of the
+    height); at a smaller ``zoom`` the face fills more of the crop, and so does this."""
+    grow = ZOOM / zoom
+    return crop_mask(size, centre_y=0.5 + 0.1 * grow, radius_x=0.27 * grow, radius_y=0.31 * grow, feather=0.4)
 
 
-def paste_faces(whole: np.ndarray, styled: list[tuple[np.ndarray, np.ndarray]],
-                scene_light: bool = False) -> np.ndarray:
+@dataclass(frozen=True)
+class DrawnFace:
+    """A stylized crop, the transform from its pixels to the result's, and the zoom it was framed at."""
+
+    crop: np.ndarray
+    to_result: np.ndarray  # 2x3
+    zoom: float = ZOOM
+
+
+def paste_faces(whole: np.ndarray, styled: list[DrawnFace], scene_light: bool = False) -> np.ndarray:
     """Blend stylized crops into the whole-image result.
 
-    ``styled`` holds (crop, matrix from crop to result pixels). Each crop's
-    mean colour under its mask is first matched to the whole-image result
-    there (in Oklab), so a face pass that came out a shade warmer leaves no
-    colour step at its border. With ``scene_light`` (crops from a face
-    model), the hair and background around the face also take the scene's
-    light and colour and keep only their own lines: ``jp_face`` paints the
-    background of a crop pale, which showed as a halo around every head on
-    a dark wall.
+    Each crop's mean colour under its mask is first matched to the
+    whole-image result there (in Oklab), so a face pass that came out a
+    shade warmer leaves no colour step at its border. With ``scene_light``
+    (crops from a face model), the hair and background around the face also
+    take the scene's light and colour and keep only their own lines:
+    ``jp_face`` paints the background of a crop pale, which showed as a halo
+    around every head on a dark wall. Only the rectangle the crops cover is
+    computed: outside it the result is the whole-image pass's, untouched.
     """
     if not styled:
         return whole
+    x0, y0, x1, y1 = _covered(styled, whole.shape[1], whole.shape[0])
+    if x0 >= x1 or y0 >= y1:
+        return whole
+    to_box = np.array([[0.0, 0.0, -x0], [0.0, 0.0, -y0]])
+    out = whole.copy()
+    out[y0:y1, x0:x1] = _blend(whole[y0:y1, x0:x1], [
+        DrawnFace(d.crop, d.to_result + to_box, d.zoom) for d in styled], scene_light)
+    return out
+
+
+def _covered(styled: list[DrawnFace], w: int, h: int) -> tuple[int, int, int, int]:
+    """The rectangle (x0, y0, x1, y1) of result pixels under any crop, within the result."""
+    corners = []
+    for d in styled:
+        n = d.crop.shape[0]
+        box = np.array([[0, 0, 1], [n, 0, 1], [0, n, 1], [n, n, 1]], np.float64)
+        corners.append(box @ d.to_result.T)
+    pts = np.concatenate(corners)
+    x0, y0 = np.floor(pts.min(axis=0)).astype(int) - 2
+    x1, y1 = np.ceil(pts.max(axis=0)).astype(int) + 2
+    return max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+
+
+def _blend(whole: np.ndarray, styled: list[DrawnFace], scene_light: bool) -> np.ndarray:
+    """:func:`paste_faces` on the rectangle the crops cover; each crop is warped and matched only
+    within its own rectangle, since it touches nothing outside it."""
     h, w = whole.shape[:2]
     base = whole.astype(np.float32)
     weight_sum = np.zeros((h, w), np.float32)
     mix = np.zeros((h, w, 3), np.float32)
     keep = np.ones((h, w), np.float32)
-    for crop, m in styled:
-        face = warp(crop, m, (w, h)).astype(np.float32)
-        alpha = warp(crop_mask(crop.shape[0]), m, (w, h), border=cv2.BORDER_CONSTANT)
-        face = _match_mean_colour(face, base, alpha)
+    for d in styled:
+        x0, y0, x1, y1 = _covered([d], w, h)
+        if x0 >= x1 or y0 >= y1:
+            continue
+        box = np.s_[y0:y1, x0:x1]
+        to_box = d.to_result + np.array([[0.0, 0.0, -x0], [0.0, 0.0, -y0]])
+        size = d.crop.shape[0]
+        face = warp(d.crop, to_box, (x1 - x0, y1 - y0)).astype(np.float32)
+        alpha = warp(crop_mask(size), to_box, (x1 - x0, y1 - y0), border=cv2.BORDER_CONSTANT)
+        face = _match_mean_colour(face, base[box], alpha)
         if scene_light:
-            face_skin = warp(skin_mask(crop.shape[0]), m, (w, h), border=cv2.BORDER_CONSTANT)
-            face = _scene_light_around(face, base, alpha, face_skin)
-            alpha = alpha * _agreeing(face, base, face_skin)
-        mix += alpha[..., None] * face
-        weight_sum += alpha
-        keep *= 1.0 - alpha
+            face_skin = warp(skin_mask(size, d.zoom), to_box, (x1 - x0, y1 - y0), border=cv2.BORDER_CONSTANT)
+            face = _scene_light_around(face, base[box], alpha, face_skin)
+            alpha = alpha * _agreeing(face, base[box], face_skin)
+        mix[box] += alpha[..., None] * face
+        weight_sum[box] += alpha
+        keep[box] *= 1.0 - alpha
     coverage = 1.0 - keep
     faces = mix / np.maximum(weight_sum, 1e-6)[..., None]
     out = coverage[..., None] * faces + (1.0 - coverage[..., None]) * base
@@ -183,14 +262,14 @@ def _agreeing(face: np.ndarray, base: np.ndarray, skin: np.ndarray) -> np.ndarra
 
 def face_pass(photo: np.ndarray, whole: np.ndarray, faces: list[Face],
               stylize: Callable[[list[np.ndarray]], list[np.ndarray]],
-              face_model: bool = False, sizes: tuple[int, ...] = CROP_SIZES) -> tuple[np.ndarray, list[Face]]:
+              face_model: bool = False, framing: Framing = Framing()) -> tuple[np.ndarray, list[Face]]:
     """Stylize each face worth a pass at its :func:`crop_size` and paste it into ``whole``.
 
     ``photo`` is the decoded original, ``whole`` the whole-image result
     (smaller, same aspect); ``stylize`` maps square RGB crops of one size to
     their anime versions (all at once, where the model can); ``face_model``
     says it is a model trained on faces rather than the whole image's style;
-    ``sizes`` are the crop sizes the model may be given.
+    ``framing`` says how the model's crops are cut.
     Returns the result and the faces that got a pass.
     """
     scale = whole.shape[1] / photo.shape[1]
@@ -198,11 +277,11 @@ def face_pass(photo: np.ndarray, whole: np.ndarray, faces: list[Face],
     chosen = [f for f in faces[:MAX_FACES] if worth_a_pass(f, scale, face_model, short)]
     by_size: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for face in chosen:
-        size = crop_size(face, scale, sizes)
-        m = align_matrix(face, size)
+        size = crop_size(face, scale, framing.sizes)
+        m = align_matrix(face, size, framing.zoom(size))
         by_size.setdefault(size, []).append((warp(photo, m, (size, size)), cv2.invertAffineTransform(m) * scale))
     styled = []
-    for group in by_size.values():
+    for size, group in by_size.items():
         drawn = stylize([crop for crop, _ in group])
-        styled += [(crop, to_result) for crop, (_, to_result) in zip(drawn, group)]
+        styled += [DrawnFace(crop, to_result, framing.zoom(size)) for crop, (_, to_result) in zip(drawn, group)]
     return paste_faces(whole, styled, scene_light=face_model), chosen

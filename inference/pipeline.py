@@ -18,7 +18,7 @@ from PIL import Image
 from inference.backends import Stylizer
 from inference.colour import blend, keep_colours
 from inference.detector import FaceDetector
-from inference.faces import CROP_SIZES, face_pass
+from inference.faces import Framing, face_pass
 from inference.imageio import ImageLimits, decode, encode
 
 # 720 px on the long side, chosen by measurement (README, "Choosing max_side",
@@ -41,7 +41,7 @@ class ConvertSettings:
     max_side: int = DEFAULT_MAX_SIDE
     fmt: str = "jpg"
     jpeg_quality: int = 92
-    faces: bool = True  # a 512 px pass per face, when a detector is given
+    faces: bool = True  # a pass per face at its own crop, when a detector is given
     strength: int = 100  # percent of the style over the photo
     keep_colours: bool = False  # anime lightness and lines, the photo's colours
     limits: ImageLimits = field(default_factory=ImageLimits)
@@ -49,12 +49,12 @@ class ConvertSettings:
 
 @dataclass
 class FaceTools:
-    """What the face pass needs: a detector, the model that draws faces, and the crop sizes
-    that model draws well at (a face model: only the size it was trained at)."""
+    """What the face pass needs: a detector, the model that draws faces, and how that model's
+    crops are cut (see faces.Framing)."""
 
     detector: FaceDetector
     model: Stylizer
-    sizes: tuple[int, ...] = CROP_SIZES
+    framing: Framing = field(default_factory=Framing)
 
 
 @dataclass(frozen=True)
@@ -216,18 +216,20 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     reports: list[dict[str, object]] = []
     if faces_on and face_tools is not None:  # (faces_on implies it; said again for mypy)
         original = np.asarray(photo)
-        found = face_tools.detector.detect(original)
+        found = face_tools.detector.detect(original)  # its buffers are small and stay allocated
         t3 = time.perf_counter()
         tools = face_tools
 
         def draw_faces(crops: list[np.ndarray]) -> list[np.ndarray]:
-            # The two passes never need their buffers at once: free the whole image's before
-            # faces are drawn, and the faces' after, so a worker peaks at the larger, not the sum.
+            # The whole image's model and the face model never need their buffers at once: the
+            # whole image's are freed before the first face is drawn (they come back with its
+            # next inference, 0.04 s) and the face model's after its faces, so a worker peaks at
+            # the larger pass, not at the sum. A photo with no face to draw frees nothing.
             _release(model)
             return stylize_crops(crops, tools.model)
 
         anime, used = face_pass(original, anime, found, draw_faces, face_model=face_tools.model.style != model.style,
-                                sizes=face_tools.sizes)
+                                framing=face_tools.framing)
         if used:
             _release(face_tools.model)
         timings.update(detect_s=t3 - t2, faces_s=time.perf_counter() - t3)

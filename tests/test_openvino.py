@@ -48,6 +48,17 @@ def test_a_shape_seen_again_gives_the_same_picture(tiny_model: TorchStylizer, tm
     assert np.abs(first - tiny_model(a)).max() < 0.05  # bfloat16 rounding at most
 
 
+def test_released_buffers_come_back_without_a_compile(tiny_model: TorchStylizer, tmp_path: Path) -> None:
+    """A worker frees a pass's buffers between passes; the shape stays compiled, the picture the same."""
+    model = tiny_openvino(tiny_model, tmp_path)
+    x = np.random.default_rng(3).uniform(-1, 1, (32, 48, 3)).astype(np.float32)
+    first = model(x)
+    compiled = dict(model._compiled)
+    model.release()
+    assert np.array_equal(model(x), first)
+    assert model._compiled == compiled  # the same compiled model, not a new one
+
+
 def test_stylize_pads_odd_sizes_for_openvino(tiny_model: TorchStylizer, tmp_path: Path) -> None:
     model = tiny_openvino(tiny_model, tmp_path)
     img = Image.fromarray(np.random.default_rng(1).integers(0, 255, (37, 61, 3), np.uint8))
