@@ -65,7 +65,7 @@ def draw_in_child(home: Path, style: str, clip: Path, steady: bool) -> dict[str,
         "import json, sys, time\n"
         "from pathlib import Path\n"
         "from bench.memory import peak_rss_mb\n"
-        "from inference.clips import ClipSettings, convert_clip\n"
+        "from inference.clip_settings import ClipSettings\nfrom inference.clips import convert_clip\n"
         "from inference.engine import load_stylizer\n"
         "from weights.store import ModelStore\n"
         "home, style, clip, steady, out = sys.argv[1:6]\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from bot.convert import convert, read_input
-from inference.clip_io import ClipLimits
+from inference.clip_settings import ClipLimits
 from inference.engine import BACKENDS, DEFAULT_BACKEND
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE

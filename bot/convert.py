@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 from inference.backends import Stylizer
-from inference.clip_io import ClipLimits
+from inference.clip_settings import ClipLimits
 from inference.clips import FORMATS as CLIP_FORMATS
-from inference.clips import ClipSettings, ConvertedClip, convert_clip, is_clip
+from inference.clip_settings import ClipSettings
+from inference.clips import ConvertedClip, convert_clip, is_clip
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
 from weights.store import ModelStore, data_home, default_style

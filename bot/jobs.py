@@ -34,8 +34,8 @@ from bot.retry import retrying
 from bot.status import Status
 from bot.styles import Styles
 from bot.worker_process import WorkOrder
-from inference.clip_io import ClipLimits
-from inference.clips import ClipSettings, is_clip
+from inference.clip_settings import ClipLimits, ClipSettings
+from inference.clips import is_clip
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
 from storage.cache import Cache, CachedResult, result_key

@@ -18,7 +18,7 @@ from bot.access import Access, Limits
 from bot.albums import AlbumCollector
 from bot.context import BotState
 from bot.config import Config
-from inference.clip_io import ClipLimits
+from inference.clip_settings import ClipLimits
 from bot.jobs import JobRunner
 from bot.photos import on_album
 from bot.local_pool import LocalPool

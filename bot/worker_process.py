@@ -25,17 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from inference.backends import Stylizer
+from inference.clip_settings import ClipSettings
+from inference.detector import FaceDetector
 from inference.engine import crop_framing, face_style_for, load_detector, load_stylizer
 from inference.errors import AnimebotError
-from inference.detector import FaceDetector
 from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
 from weights.store import ModelStore
-
-if TYPE_CHECKING:  # PyAV (17 MB) is imported with the first clip, not by every photo worker
-    from inference.clips import ClipSettings
 
 
 @dataclass(frozen=True)
@@ -164,7 +161,7 @@ class Drawer:
         frame to ``progress(done, total)`` and stops when ``cancelled()`` says so."""
         try:
             if order.clip is not None:
-                from inference.clips import convert_clip
+                from inference.clips import convert_clip  # PyAV (15 MB) with the first clip only
 
                 return convert_clip(order.data, self._model(order.style), order.clip, progress,
                                     cancelled).as_converted()

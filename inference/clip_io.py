@@ -27,6 +27,7 @@ import av
 import numpy as np
 from PIL import Image
 
+from inference.clip_settings import ClipLimits
 from inference.errors import AnimebotError
 
 MAX_DECLARED_PIXELS = 36_000_000  # a frame above 8K's 33 MP is no phone's video
@@ -42,15 +43,6 @@ class ClipError(AnimebotError):
     """The file is not a clip we can draw (corrupt, not a video, too big or too small)."""
 
     code = "bad_clip"
-
-
-@dataclass(frozen=True)
-class ClipLimits:
-    """What a clip may be: longer clips are cut to ``max_seconds``, faster ones dropped to ``max_fps``."""
-
-    max_seconds: float = 10.0
-    max_fps: float = 15.0
-    max_side: int = 480
 
 
 @dataclass(frozen=True)

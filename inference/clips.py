@@ -12,14 +12,15 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
 from inference import clip_io
 from inference.backends import Stylizer
-from inference.clip_io import ClipInfo, ClipLimits, ClipPlan
+from inference.clip_io import ClipInfo, ClipPlan
+from inference.clip_settings import ClipSettings
 from inference.colour import blend, keep_colours
 from inference.errors import AnimebotError
 from inference.pipeline import ClipFacts, Converted, _compile_ahead, stylize
@@ -30,18 +31,6 @@ FORMATS = ("mp4", "gif")
 
 class ClipCancelled(AnimebotError):
     code = "cancelled"
-
-
-@dataclass(frozen=True)
-class ClipSettings:
-    """Everything besides the model that changes a clip's output."""
-
-    limits: ClipLimits = field(default_factory=ClipLimits)
-    fmt: str = "mp4"
-    sound: bool = True  # copy the input's sound (an animation has none to keep)
-    strength: int = 100
-    keep_colours: bool = False
-    steady: bool = True
 
 
 @dataclass
