@@ -1,11 +1,12 @@
 """What the face pass costs, per photo, against the whole-image pass in the same run.
 
-    python -m bench.face_pass --home DIR [--runs 2] [--save OUT_DIR] [PHOTO...]
+    python -m bench.face_pass --home DIR [--runs 2] [--fp32] [--save OUT_DIR] [PHOTO...]
 
 ``DIR`` needs ``hayao`` and ``det_500m`` installed (and ``jp_face``, for
 Hayao's faces to be drawn by it). Default photos: every shared one. Both variants are
 timed end to end (decode to encode), alternating run by run, min of
-``--runs``. ``--save`` writes photo | whole-image | with-faces strips to
+``--runs``. ``--fp32`` forces OpenVINO to compute in fp32, as on CPUs without
+bfloat16 units. ``--save`` writes photo | whole-image | with-faces strips to
 look at (they contain the shared photos, so keep them out of the repository).
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from bench.peak import force_fp32
 from inference.engine import load_face_tools, load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes
 from weights.store import ModelStore
@@ -28,6 +30,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--fp32", action="store_true", help="compute in fp32, as CPUs without bfloat16 units do")
     ap.add_argument("--save", type=Path)
     ap.add_argument("photos", nargs="*", type=Path)
     args = ap.parse_args()
@@ -35,6 +38,8 @@ def main() -> None:
     model = load_stylizer(store, "hayao")
     tools = load_face_tools(store, model)
     assert tools is not None, "hayao has a face pass"
+    if args.fp32:
+        force_fp32(model, tools.model)
     print("| photo | output | faces found / drawn | whole-image s | with faces s | ratio | detection s |")
     print("|---|---|---|---|---|---|---|")
     for path in args.photos or sorted(PHOTOS.glob("*.jpg")):

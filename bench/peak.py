@@ -57,6 +57,16 @@ _UNITS = {
 }
 
 
+def force_fp32(*models: object) -> None:
+    """Have OpenVINO models compute in fp32, as on CPUs without bfloat16 units; call before their
+    first shape is compiled. Other backends compute in fp32 already and are left alone."""
+    from inference.backends import OpenVinoStylizer
+
+    for model in models:
+        if isinstance(model, OpenVinoStylizer):
+            model._config["INFERENCE_PRECISION_HINT"] = "f32"
+
+
 def precision_name(precision: str) -> str:
     """OpenVINO's and our names for one precision, as one: fp32, bf16, f16, int8."""
     p = precision.lower()

@@ -39,7 +39,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from bench.memory import peak_rss_mb
-from bench.peak import CpuPeak, FlopCounter, cpu_peak, precision_name
+from bench.peak import CpuPeak, FlopCounter, cpu_peak, force_fp32, precision_name
 from inference.backends import OpenVinoStylizer, Stylizer, TorchStylizer
 from inference.colour import srgb_to_oklab
 from inference.engine import build_generator, exported_onnx, load_stylizer
@@ -115,9 +115,7 @@ def reference_convert(data: bytes, model: Stylizer) -> tuple[bytes, float]:
 def load_variant(name: str, home: Path | None) -> Stylizer:
     model = _load_variant(name, home)
     if name == FP32:
-        # Before its first call, so that every shape it compiles computes in fp32.
-        assert isinstance(model, OpenVinoStylizer)
-        model._config["INFERENCE_PRECISION_HINT"] = "f32"
+        force_fp32(model)
     return model
 
 
