@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from inference.backends import Stylizer
+from inference.backends import Stylizer, release_buffers
 from inference.clip_settings import ClipSettings
 from inference.detector import FaceDetector
 from inference.engine import crop_framing, face_style_for, load_detector, load_stylizer
@@ -163,15 +163,27 @@ class Drawer:
             if order.clip is not None:
                 from inference.clips import convert_clip  # PyAV (15 MB) with the first clip only
 
-                return convert_clip(order.data, self._model(order.style), order.clip, progress,
-                                    cancelled).as_converted()
+                model = self._model(order.style)
+                self._release_others(model, None)
+                return convert_clip(order.data, model, order.clip, progress, cancelled).as_converted()
             tools = self._faces(order.style) if order.settings.faces else None
-            return convert_bytes(order.data, self._model(order.style), order.settings, tools)
+            model = self._model(order.style)
+            self._release_others(model, tools)
+            return convert_bytes(order.data, model, order.settings, tools)
         except AnimebotError as exc:
             return WorkFailed(order.job_id, exc.code, exc.message)
         except Exception as exc:  # a bug or a runtime failure: keep its traceback, keep serving
             log.exception("job %s: unexpected failure in the worker", order.job_id)
             return WorkFailed(order.job_id, "internal", f"{exc.__class__.__name__}: {exc}")
+
+    def _release_others(self, model: Stylizer, tools: FaceTools | None) -> None:
+        """Free the buffers of every kept style but the two about to draw: a user trying each
+        style in turn would otherwise leave each one's last pass allocated (796 MB measured
+        after all seven, against 420 for one style)."""
+        drawing = (model, tools.model if tools else model)
+        for other in self._models.values():
+            if not any(other is d for d in drawing):
+                release_buffers(other)
 
     def _model(self, style: str) -> Stylizer:
         if style in self._models:

@@ -118,10 +118,33 @@ def warp(src: np.ndarray, m: np.ndarray, size: tuple[int, int], border: int = cv
     scale = float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
     if scale < 0.5:
         f = 2 * scale
+        src, m = _sampled_part(src, m, size, margin=2 / f + 2)
         src = cv2.resize(src, None, fx=f, fy=f, interpolation=cv2.INTER_AREA)
         m = m.copy()
         m[:, :2] /= f
     return cv2.warpAffine(src, m, size, flags=cv2.INTER_LINEAR, borderMode=border)
+
+
+def _sampled_part(src: np.ndarray, m: np.ndarray, size: tuple[int, int], margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """The part of ``src`` a warp by ``m`` into ``size`` reads, and the warp for that part.
+
+    Shrinking a whole 12 MP photo for each face cost 100-150 MB and most of
+    the time: only the face's rectangle is shrunk now. Where the output
+    reaches past an edge of ``src``, the part keeps that edge and the pixels
+    its reflection reads, so the border comes out as before."""
+    w, h = size
+    corners = np.array([[0, 0, 1], [w, 0, 1], [0, h, 1], [w, h, 1]], np.float64) @ cv2.invertAffineTransform(m).T
+    (x0, y0), (x1, y1) = corners.min(axis=0) - margin, corners.max(axis=0) + margin
+    sh, sw = src.shape[:2]
+    x1, y1 = max(x1, -x0), max(y1, -y0)  # what a reflection at the left or top edge reads
+    x0, y0 = min(x0, 2 * sw - x1), min(y0, 2 * sh - y1)  # and at the right or bottom edge
+    left, top = max(0, int(np.floor(x0))), max(0, int(np.floor(y0)))
+    right, bottom = min(sw, int(np.ceil(x1))), min(sh, int(np.ceil(y1)))
+    if right <= left or bottom <= top:
+        return src, m
+    part = m.copy()
+    part[:, 2] += m[:, :2] @ np.array([left, top], np.float64)
+    return src[top:bottom, left:right], part
 
 
 @lru_cache(maxsize=8)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from inference.backends import Stylizer
+from inference.backends import Stylizer, release_buffers
 from inference.colour import blend, keep_colours
 from inference.detector import FaceDetector
 from inference.faces import Framing, face_pass
@@ -169,12 +169,6 @@ def stylize(img: Image.Image, model: Stylizer) -> Image.Image:
     return Image.fromarray(np.clip(out, 0, 255).astype(np.uint8), "RGB")
 
 
-def _release(model: Stylizer) -> None:
-    release = getattr(model, "release", None)
-    if release is not None:
-        release()
-
-
 def stylize_crops(crops: list[np.ndarray], model: Stylizer) -> list[np.ndarray]:
     """Square RGB crops of one size through ``model``, in one batch where the model takes one.
 
@@ -207,6 +201,13 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     ahead = _compile_ahead(model, result)
     photo = decode(data, settings.limits, at_least=3 * (max(result) if result else settings.max_side))
     small = resize(photo, settings.max_side)
+    input_size = photo.info.get("source_size", photo.size)
+    frames = photo.info.get("frames", 1)
+    to_file = input_size[0] / photo.width  # undoes a reduced decode, for the faces' boxes
+    # The face pass reads the decoded photo as an array; the decoded image itself goes now, so a
+    # 16 MP photo is held once (48 MB) while the model runs, and not at all without the pass.
+    original = np.asarray(photo) if faces_on else None
+    del photo
     if ahead is not None:
         ahead.join()
     t1 = time.perf_counter()
@@ -214,8 +215,7 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     t2 = time.perf_counter()
     timings = {"decode_s": t1 - t0, "model_s": t2 - t1}
     reports: list[dict[str, object]] = []
-    if faces_on and face_tools is not None:  # (faces_on implies it; said again for mypy)
-        original = np.asarray(photo)
+    if face_tools is not None and original is not None:  # faces_on
         found = face_tools.detector.detect(original)  # its buffers are small and stay allocated
         t3 = time.perf_counter()
         tools = face_tools
@@ -225,15 +225,14 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
             # whole image's are freed before the first face is drawn (they come back with its
             # next inference, 0.04 s) and the face model's after its faces, so a worker peaks at
             # the larger pass, not at the sum. A photo with no face to draw frees nothing.
-            _release(model)
+            release_buffers(model)
             return stylize_crops(crops, tools.model)
 
         anime, used = face_pass(original, anime, found, draw_faces, face_model=face_tools.model.style != model.style,
                                 framing=face_tools.framing)
         if used:
-            _release(face_tools.model)
+            release_buffers(face_tools.model)
         timings.update(detect_s=t3 - t2, faces_s=time.perf_counter() - t3)
-        to_file = photo.info.get("source_size", photo.size)[0] / photo.width
         reports = [{**f.report(to_file), "pass": f in used} for f in found]
     if settings.keep_colours:
         anime = keep_colours(np.asarray(small), anime)
@@ -244,11 +243,11 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     timings["encode_s"] = time.perf_counter() - t4
     return Converted(
         data=out,
-        input_size=photo.info.get("source_size", photo.size),
+        input_size=input_size,
         output_size=small.size,
         style=model.style,
         backend=model.backend,
         timings=timings,
         faces=reports,
-        frames=photo.info.get("frames", 1),
+        frames=frames,
     )

@@ -150,6 +150,30 @@ def test_without_faces_the_result_is_the_whole_image_pass(real_store: ModelStore
     assert no_tools.data == switched_off.data and no_tools.faces == []
 
 
+@pytest.mark.parametrize("offset", [(900.0, 800.0), (-40.0, 700.0), (2500.0, -30.0)])
+def test_a_face_of_a_big_photo_is_cut_from_its_own_part(offset: tuple[float, float]) -> None:
+    """A big reduction shrinks only the part of the photo the crop reads, not the whole photo;
+    the crop is the one shrinking the whole photo gives. Past the photo's edges the mirrored
+    border is there too, its mirror line within a pixel of the other's."""
+    rng = np.random.default_rng(4)
+    photo = cv2.resize(rng.integers(0, 256, (300, 300, 3), np.uint8), (3000, 3000), interpolation=cv2.INTER_CUBIC)
+    angle, scale = np.deg2rad(12), 0.3
+    m = np.array([[scale * np.cos(angle), -scale * np.sin(angle), 0.0],
+                  [scale * np.sin(angle), scale * np.cos(angle), 0.0]])
+    m[:, 2] = -m[:, :2] @ np.array(offset)  # the crop's corner at ``offset`` in the photo
+    f = 2 * scale
+    whole = cv2.resize(photo, None, fx=f, fy=f, interpolation=cv2.INTER_AREA)
+    expected = cv2.warpAffine(whole, np.hstack([m[:, :2] / f, m[:, 2:]]), (256, 256), flags=cv2.INTER_LINEAR,
+                              borderMode=cv2.BORDER_REFLECT101)
+    ours = warp(photo, m, (256, 256))
+    diff = np.abs(ours.astype(int) - expected.astype(int)).mean(axis=2)
+    ys, xs = np.mgrid[0:256, 0:256]
+    source = np.stack([xs, ys, np.ones_like(xs)], axis=-1) @ cv2.invertAffineTransform(m).T
+    inside = ((source >= 0) & (source < 3000)).all(axis=-1)
+    assert inside.mean() > 0.3 and diff[inside].mean() < 1.0
+    assert diff.mean() < 5.0
+
+
 def test_a_missing_or_corrupt_detector_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="not installed; run: animebot weights download det_500m"):
         FaceDetector(tmp_path / "det_500m.onnx")
