@@ -173,6 +173,10 @@ class DrawnFace:
     to_result: np.ndarray  # 2x3
     zoom: float = ZOOM
 
+    def within(self, x0: int, y0: int) -> DrawnFace:
+        """The same face, placed in the rectangle of the result whose corner is (x0, y0)."""
+        return DrawnFace(self.crop, self.to_result - np.array([[0.0, 0.0, x0], [0.0, 0.0, y0]]), self.zoom)
+
 
 def paste_faces(whole: np.ndarray, styled: list[DrawnFace], scene_light: bool = False) -> np.ndarray:
     """Blend stylized crops into the whole-image result.
@@ -191,10 +195,8 @@ def paste_faces(whole: np.ndarray, styled: list[DrawnFace], scene_light: bool = 
     x0, y0, x1, y1 = _covered(styled, whole.shape[1], whole.shape[0])
     if x0 >= x1 or y0 >= y1:
         return whole
-    to_box = np.array([[0.0, 0.0, -x0], [0.0, 0.0, -y0]])
     out = whole.copy()
-    out[y0:y1, x0:x1] = _blend(whole[y0:y1, x0:x1], [
-        DrawnFace(d.crop, d.to_result + to_box, d.zoom) for d in styled], scene_light)
+    out[y0:y1, x0:x1] = _blend(whole[y0:y1, x0:x1], [d.within(x0, y0) for d in styled], scene_light)
     return out
 
 
@@ -223,14 +225,13 @@ def _blend(whole: np.ndarray, styled: list[DrawnFace], scene_light: bool) -> np.
         x0, y0, x1, y1 = _covered([d], w, h)
         if x0 >= x1 or y0 >= y1:
             continue
-        box = np.s_[y0:y1, x0:x1]
-        to_box = d.to_result + np.array([[0.0, 0.0, -x0], [0.0, 0.0, -y0]])
+        box, to_box, shape = np.s_[y0:y1, x0:x1], d.within(x0, y0).to_result, (x1 - x0, y1 - y0)
         size = d.crop.shape[0]
-        face = warp(d.crop, to_box, (x1 - x0, y1 - y0)).astype(np.float32)
-        alpha = warp(crop_mask(size), to_box, (x1 - x0, y1 - y0), border=cv2.BORDER_CONSTANT)
+        face = warp(d.crop, to_box, shape).astype(np.float32)
+        alpha = warp(crop_mask(size), to_box, shape, border=cv2.BORDER_CONSTANT)
         face = _match_mean_colour(face, base[box], alpha)
         if scene_light:
-            face_skin = warp(skin_mask(size, d.zoom), to_box, (x1 - x0, y1 - y0), border=cv2.BORDER_CONSTANT)
+            face_skin = warp(skin_mask(size, d.zoom), to_box, shape, border=cv2.BORDER_CONSTANT)
             face = _scene_light_around(face, base[box], alpha, face_skin)
             alpha = alpha * _agreeing(face, base[box], face_skin)
         mix[box] += alpha[..., None] * face
