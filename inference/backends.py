@@ -108,11 +108,7 @@ class OpenVinoStylizer:
         self.min_side = min_side
         self._core = ov.Core()
         self._model = _float32_io(self._core.read_model(str(path)))
-        self._config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
-        if threads:
-            self._config["INFERENCE_NUM_THREADS"] = threads
-        if cache_dir is not None:  # compiled shapes kept on disk: a restart loads them instead of compiling
-            self._config["CACHE_DIR"] = str(cache_dir)
+        self._config = openvino_config(threads, cache_dir)
         self.precision: str = self._core.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
         self._compiled: OrderedDict[tuple[int, ...], tuple[object, object]] = OrderedDict()
         self._batches = True  # until the graph refuses one
@@ -172,6 +168,18 @@ class OpenVinoStylizer:
         compiled = self._core.compile_model(model, "CPU", self._config)
         self._compiled[shape] = (compiled, compiled.create_infer_request())
         return self._compiled[shape][1]
+
+
+def openvino_config(threads: int | None, cache_dir: Path | None) -> dict[str, object]:
+    """How every model here is compiled for the CPU: for one image at a time, on ``threads``
+    threads, and kept in OpenVINO's model cache under ``cache_dir``, so a restart loads a
+    compiled shape instead of compiling it again."""
+    config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    if cache_dir is not None:
+        config["CACHE_DIR"] = str(cache_dir)
+    return config
 
 
 def _float32_io(model: object) -> object:

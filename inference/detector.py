@@ -18,6 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from inference.backends import openvino_config
 from inference.errors import ModelError
 
 SIDE = 640  # the square the photo is fitted into, as insightface's default det_size
@@ -46,15 +47,15 @@ class Face:
 class FaceDetector:
     """SCRFD (``det_500m``) from a local file only, compiled once for its 640 px input."""
 
-    def __init__(self, path: Path, threads: int | None = None, threshold: float = 0.5) -> None:
+    def __init__(self, path: Path, threads: int | None = None, threshold: float = 0.5,
+                 cache_dir: Path | None = None) -> None:
         import openvino as ov
 
         if not path.is_file():
             raise ModelError(f"the face detector {path.name} is not installed; run: animebot weights download det_500m")
         self.threshold = threshold
-        config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = threads
+        # fp32 everywhere, so the boxes are insightface's on every CPU, bfloat16 units or not
+        config = {**openvino_config(threads, cache_dir), "INFERENCE_PRECISION_HINT": "f32"}
         try:
             core = ov.Core()
             model = core.read_model(str(path))

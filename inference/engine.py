@@ -125,9 +125,14 @@ def _export_ident(entry: ModelEntry, path: Path) -> dict[str, object]:
 def _openvino(store: ModelStore, entry: ModelEntry, path: Path, threads: int | None) -> OpenVinoStylizer:
     try:
         return OpenVinoStylizer(entry.name, path, threads, entry.multiple or 16, entry.min_side,
-                                store.cache_dir / "openvino")
+                                _openvino_cache(store))
     except Exception as exc:
         raise ModelError(f"{path.name}: OpenVINO cannot load this model ({exc.__class__.__name__})") from exc
+
+
+def _openvino_cache(store: ModelStore) -> Path:
+    """Where OpenVINO keeps the shapes it compiled, for styles and the detector alike."""
+    return store.cache_dir / "openvino"
 
 
 def _from_export(store: ModelStore, entry: ModelEntry, path: Path, load: Callable[[Path], T]) -> T:
@@ -152,7 +157,7 @@ def face_style_for(store: ModelStore, style: str) -> str:
 
 def load_detector(store: ModelStore, threads: int | None = None) -> FaceDetector:
     """The installed face detector; ModelError says what is missing or broken."""
-    return FaceDetector(store.path(store.entry(DETECTOR)), threads)
+    return FaceDetector(store.path(store.entry(DETECTOR)), threads, cache_dir=_openvino_cache(store))
 
 
 def load_face_tools(store: ModelStore, model: Stylizer, backend: Backend = DEFAULT_BACKEND,
