@@ -9,6 +9,7 @@ a photo order.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import types
 from dataclasses import asdict, dataclass, fields, is_dataclass
@@ -31,6 +32,8 @@ WIRE_VERSION = 2  # 2: clips (an order's clip settings, a result's clip facts)
 MAX_PHOTO_BYTES = 20 << 20
 # Short enough that a dead Redis fails a call within seconds instead of hanging it.
 REDIS_TIMEOUT_S = 5.0
+# How long Redis keeps a result nobody read, and the marker of a task the bot is done with (answered_key).
+RESULT_EXPIRES_S = 3600
 
 
 class BadMessage(AnimebotError):
@@ -63,7 +66,7 @@ def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
                                   "socket_connect_timeout": REDIS_TIMEOUT_S},
         redis_socket_timeout=REDIS_TIMEOUT_S,
         redis_socket_connect_timeout=REDIS_TIMEOUT_S,
-        result_expires=3600,
+        result_expires=RESULT_EXPIRES_S,
         # Past the hard limit Celery kills the pool process (and starts another) and stores TimeLimitExceeded.
         # The soft limit raises in Python code only, so it ends a drawing a little earlier only when it falls
         # between the model's native calls (as a WorkFailed "internal").
@@ -118,10 +121,35 @@ class WorkerInfo:
 
 
 CANCEL_PREFIX = "animebot:cancel:"  # a key per task the bot wants stopped (a clip whose Cancel was pressed)
+# A key per task the bot is done with (its result read, or the photo given up). Redis hands a killed
+# worker's unacknowledged order to another worker after the visibility timeout, long after the bot sent
+# it again and answered; a worker that finds this key skips the order instead of drawing it for nobody.
+ANSWERED_PREFIX = "animebot:answered:"
 
 
 def cancel_key(task_id: str) -> str:
     return f"{CANCEL_PREFIX}{task_id}"
+
+
+def answered_key(task_id: str) -> str:
+    return f"{ANSWERED_PREFIX}{task_id}"
+
+
+def task_id_for(job_id: str, result_key: str) -> str:
+    """The Celery task id of one drawing: the job's, and a digest of the drawing's whole cache key.
+
+    One job may draw one photo in several styles at once ("All styles", a preview sheet), and every
+    style's key starts with the same photo hash, so the whole key must go into the id: two drawings
+    under one id would overwrite each other's result. The id is the same each time the bot sends that
+    drawing again, after a lost worker or a restart, so whatever is delivered twice is answered once."""
+    return f"{job_id}:{hashlib.sha256(result_key.encode()).hexdigest()[:32]}"
+
+
+def order_summary(order: WorkOrder) -> str:
+    """What Celery's tools (``celery inspect active``, Flower, its logs) show of an order in place of
+    its arguments: which job and style, and how big, never the photo's bytes."""
+    kind = "clip" if order.clip is not None else "photo"
+    return f"(job {order.job_id}, {order.style}, {kind} of {len(order.data):,} bytes)"
 
 
 def heartbeat_key(info: WorkerInfo) -> str:

@@ -37,8 +37,9 @@ import redis
 from celery.backends.redis import RedisBackend
 from kombu.exceptions import KombuError
 
-from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo, cancel_key,
-                            make_celery, order_to_message, read_workers, result_from_message)
+from bot.celery_app import (RESULT_EXPIRES_S, QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo, answered_key,
+                            cancel_key, make_celery, order_summary, order_to_message, read_workers,
+                            result_from_message, task_id_for)
 from bot.fairqueue import Task
 from bot.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
 from bot.worker_process import WorkFailed
@@ -92,6 +93,7 @@ class CeleryPool(Pool):
         self._beats: dict[tuple[str, int], tuple[float, float]] = {}  # process -> (its last beat, when we saw it change)
         self._down_since: float | None = None  # the broker is unreachable since (wall clock)
         self._room = asyncio.Event()
+        self._answered: list[str] = []  # tasks ended since the last look: their results go, their markers come
         self._loops: list[asyncio.Task[None]] = []
 
     # --- Pool -------------------------------------------------------------------------------
@@ -146,7 +148,7 @@ class CeleryPool(Pool):
             task = await self._next_task()
             if task is None:
                 return  # paused for a stop
-            flight = _InFlight(task, f"{task.job_id}:{task.key[:32]}", time.monotonic(), time.monotonic())
+            flight = _InFlight(task, task_id_for(task.job_id, task.key), time.monotonic(), time.monotonic())
             if task.order.clip is not None:
                 task.stop = self._stopper(flight.task_id)
             if await self._send(flight):
@@ -157,12 +159,19 @@ class CeleryPool(Pool):
                 await asyncio.sleep(1.0)
 
     async def _send(self, flight: _InFlight) -> bool:
-        message = order_to_message(flight.task.order)
+        """Send the order; its "answered" marker from an earlier run of the bot goes first (a restart
+        between reading a result and storing it sends that drawing again, and it must be drawn)."""
+        order = flight.task.order
+        message = order_to_message(order)
         limit = self._limit(flight)
+
+        def send() -> None:
+            self._redis.delete(answered_key(flight.task_id))
+            self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE, time_limit=limit,
+                                soft_time_limit=limit - min(5.0, limit / 10), argsrepr=order_summary(order),
+                                kwargsrepr="{}")
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._io, lambda: self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE,
-                                                      time_limit=limit, soft_time_limit=limit - min(5.0, limit / 10)))
+            await asyncio.get_running_loop().run_in_executor(self._io, send)
         except Exception as exc:  # kombu and Celery wrap a lost Redis in several types, RuntimeError among them
             self._broker_down(exc)
             return False
@@ -233,7 +242,7 @@ class CeleryPool(Pool):
         raw = await asyncio.get_running_loop().run_in_executor(self._io, self._redis.mget, keys)
         now = time.monotonic()
         idle = any(w.task is None for w in self._workers)
-        for flight, key, value in zip(flights, keys, raw):
+        for flight, value in zip(flights, raw):
             if self._in_flight.get(flight.task_id) is not flight:
                 continue
             try:
@@ -246,11 +255,10 @@ class CeleryPool(Pool):
                 continue
             if state == "SUCCESS":
                 self._finish(flight, meta["result"])
-                await asyncio.get_running_loop().run_in_executor(self._io, self._redis.delete, key)
             elif state == "FAILURE":
                 await self._failed(flight, meta.get("result"))
             elif flight.task.result.done():  # its job was stopped
-                del self._in_flight[flight.task_id]
+                self._forget(flight)
             elif now - flight.sent_at > self._limit(flight) + LOST_AFTER_S:
                 log.warning("job %s: no result after %.0f s; giving it up", flight.task.job_id, now - flight.sent_at)
                 self._end(flight, WorkerLost("the worker timed out"))
@@ -258,6 +266,19 @@ class CeleryPool(Pool):
                 await self._resend(flight)
             elif not flight.claimed and now - flight.seen_at > SENT_GRACE_S and idle:
                 await self._resend(flight)  # a worker is free, yet none took it: it was lost on the way
+        if self._answered:
+            await asyncio.get_running_loop().run_in_executor(self._io, self._mark_answered, self._answered)
+            self._answered = []
+
+    def _mark_answered(self, task_ids: list[str]) -> None:
+        """Drop the results of tasks the bot is done with, and leave a marker in their place for as long
+        as Redis keeps results: a copy of the order that comes back from a dead worker is then skipped."""
+        backend = self._app.backend
+        with self._redis.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.delete(backend.get_key_for_task(task_id))
+                pipe.set(answered_key(task_id), "1", ex=RESULT_EXPIRES_S)
+            pipe.execute()
 
     def _limit(self, flight: _InFlight) -> float:
         """How long its worker may take: the job timeout, a clip's several times over."""
@@ -307,15 +328,19 @@ class CeleryPool(Pool):
                 reply = WorkFailed(reply.job_id, "style_unavailable", reply.message)
             self._end(flight, AnimebotError(reply.message, code=reply.code))
             return
-        del self._in_flight[flight.task_id]
-        self._room.set()
+        self._forget(flight)
         if not flight.task.result.done():
             flight.task.result.set_result(reply)
 
     def _end(self, flight: _InFlight, exc: Exception) -> None:
-        del self._in_flight[flight.task_id]
-        self._room.set()
+        self._forget(flight)
         fail(flight.task, exc)
+
+    def _forget(self, flight: _InFlight) -> None:
+        """The bot is done with this task, answered or not: its room is free, and no worker should draw it."""
+        del self._in_flight[flight.task_id]
+        self._answered.append(flight.task_id)
+        self._room.set()
 
     def _broker_down(self, exc: BaseException) -> None:
         """One line when the broker goes away (not one per retry); photos keep waiting in the queue."""

@@ -22,10 +22,10 @@ from typing import Any
 
 import redis
 from celery import signals
-from celery.exceptions import Reject
+from celery.exceptions import Ignore, Reject
 
-from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadOrder, WorkerInfo, cancel_key, make_celery,
-                            order_from_message, result_to_message, write_heartbeat)
+from bot.celery_app import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadOrder, WorkerInfo, answered_key, cancel_key,
+                            make_celery, order_from_message, result_to_message, write_heartbeat)
 from bot.config import WorkerConfig, broker_password
 from bot.logs import setup_logging
 from bot.worker_process import Drawer, WorkerSpec, WorkFailed, die_with_parent
@@ -121,6 +121,9 @@ class _Pool:
             raise Reject(exc.message, requeue=False) from None
         if self.drawer is None or self.heartbeat is None:  # the models did not load: back to the queue
             raise Reject("this worker is stopping", requeue=True)
+        if self.heartbeat.answered(task_id):
+            log.info("task %s (job %s): already answered; not drawn again", task_id, order.job_id)
+            raise Ignore()  # acknowledged, and no result stored for it
         started = time.perf_counter()
         beat = self.heartbeat
         beat.drawing(task_id)
@@ -153,6 +156,14 @@ class _Heartbeat:
         waits for Redis."""
         self.info = replace(self.info, task=task_id, progress=None)
         self._wake.set()
+
+    def answered(self, task_id: str) -> bool:
+        """Whether the bot is done with ``task_id`` already (an order redelivered from a dead worker after
+        the bot sent it again and answered). Redis away: not known, so the order is drawn."""
+        try:
+            return bool(self.client.exists(answered_key(task_id)))
+        except redis.RedisError:
+            return False
 
     def progress(self, done: int, total: int) -> None:
         """A clip's frames so far: sent with the next beat (the bot edits its status less often still)."""

@@ -16,8 +16,9 @@ from weights.registry import ModelEntry
 from weights.store import ModelStore, WeightsError, default_style
 
 # Bump when the pipeline's code changes its output (2: panoramas kept tall; 3: face crops;
-# 4: face models' tight 384 px crops), so no result drawn before is served again.
-PIPELINE_REVISION = 4
+# 4: face models' tight 384 px crops), so no result drawn before is served again; or when results
+# stored before cannot be trusted (5: a scaled-out bot stored one style's drawing under another's key).
+PIPELINE_REVISION = 5
 # How menus order the styles: those that draw whole scenes first, then line art, then the face styles
 # (made for aligned face crops: at their best on selfies only); registry order within each.
 LOOK_ORDER = ("scene", "line_art", "face")

@@ -1,0 +1,181 @@
+"""The scaled-out pool in-process: the bot's real :class:`CeleryPool`, a real Redis and a real
+``animebot worker`` with two processes, drawing two tiny styles (so no ../shared is needed).
+
+What is looked at is what a user or an operator would notice: each style's drawing comes back
+as that style, an order the bot has answered is not drawn again when Redis hands it out a second
+time, and Celery's view of a running task shows no photo bytes.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from bot.celery_app import QUEUE, TASK_NAME, make_celery, order_to_message, task_id_for
+from bot.celery_pool import CeleryPool
+from bot.fairqueue import Task
+from bot.worker_process import Drawer, WorkerSpec, WorkOrder
+from inference.engine import exported_onnx
+from inference.generator import Generator
+from inference.pipeline import ConvertSettings, Converted
+from inference.prune import save_lite
+from storage.cache import result_key
+from tests.conftest import TINY_WIDTHS, synthetic_photo, until, within
+from tests.redis_server import RedisServer, redis_server
+from tests.worker_harness import RunningWorker, start_worker
+from weights.store import ModelStore
+
+__all__ = ["redis_server"]  # a fixture: imported to be registered here
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+STYLES = ("tiny", "tinier")  # two randomly initialised generators: they draw the same photo differently
+SETTINGS = ConvertSettings(max_side=96, faces=False)
+DB = 3  # a Redis database of this module's own
+
+
+@pytest.fixture(scope="module")
+def two_styles(tmp_path_factory: pytest.TempPathFactory) -> ModelStore:
+    """A data dir with two tiny lite styles, each with its ONNX export made in advance."""
+    store = ModelStore(tmp_path_factory.mktemp("two-styles"))
+    for seed, name in enumerate(STYLES):
+        torch.manual_seed(seed)
+        entry = save_lite(store, store.entry("hayao"), name, Generator(TINY_WIDTHS).eval(), 0.05)
+        exported_onnx(store, entry, store.path(entry))
+    return ModelStore(store.home)
+
+
+@pytest.fixture(scope="module")
+def worker(redis_server: RedisServer, two_styles: ModelStore,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWorker]:
+    """One ``animebot worker`` with two drawing processes: two orders of one job are drawn at once."""
+    running = start_worker(tmp_path_factory.mktemp("worker"), two_styles.home, redis_server.url(db=DB),
+                           ANIMEBOT_BACKEND="onnxruntime", ANIMEBOT_STYLE="tiny", ANIMEBOT_WORKER_CONCURRENCY="2")
+    try:
+        running.wait_for_log("celery.apps.worker: animebot@")  # "... ready.": consuming
+        while len(running.drawing_pids()) < 2:
+            running.wait_for_log("animebot worker ready: pid")
+        yield running
+    finally:
+        assert running.stop() == 0, running.log()
+
+
+@contextlib.asynccontextmanager
+async def celery_pool(url: str) -> AsyncIterator[CeleryPool]:
+    """The bot's pool, started, once it sees both drawing processes of the worker."""
+    pool = CeleryPool(url, queue_size=4, timeout_s=60)
+    await pool.start()
+    try:
+        await until(lambda: pool.size == 2, 60)
+        yield pool
+    finally:
+        await pool.close()
+
+
+def drawn_alone(store: ModelStore, order: WorkOrder) -> np.ndarray:
+    """What a worker process of the bot's own draws for ``order``, as pixels."""
+    drawer = Drawer(WorkerSpec(store.home, "onnxruntime", 1, order.style))
+    drawer.load()
+    reply = drawer.draw(order)
+    assert isinstance(reply, Converted), reply
+    return pixels(reply.data)
+
+
+def pixels(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def one_photo_in_every_style(pool: CeleryPool, job_id: str, seed: int) -> tuple[list[WorkOrder], list[Task]]:
+    """What "All styles" queues: one job, one photo, a drawing per style, each under its own cache key."""
+    photo = synthetic_photo(160, 120, seed=seed)
+    sha = hashlib.sha256(photo).hexdigest()
+    orders = [WorkOrder(job_id, photo, style, SETTINGS) for style in STYLES]
+    return orders, [pool.submit(o, 1, result_key(sha, o.style, "v1")) for o in orders]
+
+
+def test_one_photo_drawn_in_two_styles_at_once_comes_back_in_each_style(
+        worker: RunningWorker, redis_server: RedisServer, two_styles: ModelStore) -> None:
+    async def go() -> list[Converted]:
+        async with celery_pool(redis_server.url(db=DB)) as pool:
+            _, tasks = one_photo_in_every_style(pool, "job-styles", seed=1)
+            await until(lambda: pool.running == 2, 30)  # both on a worker at once
+            return list(await within(asyncio.gather(*(t.result for t in tasks)), 120))
+
+    results = asyncio.run(go())
+    assert [r.style for r in results] == list(STYLES)
+    photo = synthetic_photo(160, 120, seed=1)
+    for style, result in zip(STYLES, results):
+        assert np.array_equal(pixels(result.data), drawn_alone(two_styles, WorkOrder("ref", photo, style, SETTINGS)))
+    assert not np.array_equal(pixels(results[0].data), pixels(results[1].data))
+
+
+def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
+        worker: RunningWorker, redis_server: RedisServer) -> None:
+    url = redis_server.url(db=DB)
+
+    async def go() -> list[str]:
+        async with celery_pool(url) as pool:
+            orders, tasks = one_photo_in_every_style(pool, "job-again", seed=2)
+            await within(asyncio.gather(*(t.result for t in tasks)), 120)
+            await asyncio.sleep(0.2)  # past the pool's next look, which marks them answered
+            return [task_id_for(o.job_id, t.key) for o, t in zip(orders, tasks)]
+
+    task_ids = asyncio.run(go())
+    # The copy a killed worker leaves unacknowledged comes back, after Redis's visibility timeout,
+    # under the same task id with the same order; here it is sent so at once.
+    app = make_celery(url, 60)
+    order = WorkOrder("job-again", synthetic_photo(160, 120, seed=2), STYLES[0], SETTINGS)
+    app.send_task(TASK_NAME, args=[order_to_message(order)], task_id=task_ids[0], queue=QUEUE)
+    worker.wait_for_log(f"task {task_ids[0]} (job job-again): already answered; not drawn again", 60)
+    assert worker.log().count(f"task {task_ids[0]} (job job-again): {STYLES[0]} drawn in") == 1
+    client = redis_server.client()
+    client.select(DB)
+    try:
+        assert client.get(f"celery-task-meta-{task_ids[0]}") is None  # no result stored for nobody
+        assert client.llen(QUEUE) == 0 and client.hlen("unacked") == 0  # acknowledged, not left to come back
+    finally:
+        client.close()
+
+
+def test_celery_s_view_of_a_running_task_shows_no_photo_bytes(
+        worker: RunningWorker, redis_server: RedisServer) -> None:
+    """What ``celery inspect active`` and Flower show of a task is its argsrepr: here read off the
+    message that a drawing process holds (Redis keeps it until the task is acknowledged)."""
+    async def go() -> list[dict[str, Any]]:
+        async with celery_pool(redis_server.url(db=DB)) as pool:
+            for pid in worker.drawing_pids():
+                os.kill(pid, signal.SIGSTOP)  # the worker takes the orders and holds them
+            try:
+                _, tasks = one_photo_in_every_style(pool, "job-inspect", seed=3)
+                client = redis_server.client()
+                client.select(DB)
+                try:
+                    await until(lambda: client.hlen("unacked") == 2, 30)
+                    held = [json.loads(raw)[0] for raw in client.hvals("unacked")]
+                finally:
+                    client.close()
+            finally:
+                for pid in worker.drawing_pids():
+                    os.kill(pid, signal.SIGCONT)
+            await within(asyncio.gather(*(t.result for t in tasks)), 120)
+            return held
+
+    held = asyncio.run(go())
+    photo = synthetic_photo(160, 120, seed=3)
+    assert sorted(m["headers"]["argsrepr"] for m in held) == sorted(
+        f"(job job-inspect, {style}, photo of {len(photo):,} bytes)" for style in STYLES)
+    assert all(m["headers"]["kwargsrepr"] == "{}" for m in held)
+    body = msgpack.unpackb(base64.b64decode(held[0]["body"]), raw=False)
+    assert body[0][0]["data"] == photo  # the photo travels in the body, for the worker alone
