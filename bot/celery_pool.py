@@ -142,7 +142,7 @@ class CeleryPool(Pool):
     async def _dispatch(self) -> None:
         """Send the next photo in fair order whenever a worker process is free."""
         while True:
-            while len(self._in_flight) >= len(self._workers):
+            while self._room_on_workers() <= 0:
                 self._room.clear()
                 await self._room.wait()
             task = await self._next_task()
@@ -157,6 +157,13 @@ class CeleryPool(Pool):
             else:
                 self.queue.put_back(task)
                 await asyncio.sleep(1.0)
+
+    def _room_on_workers(self) -> int:
+        """Photos the live worker processes can take now. One drawing what the bot no longer waits for
+        (a photo whose job was stopped, an order of another bot on the same broker) has no room:
+        a photo sent to it would wait in Redis while its status said "Drawing…"."""
+        elsewhere = sum(1 for w in self._workers if w.task is not None and w.task not in self._in_flight)
+        return len(self._workers) - elsewhere - len(self._in_flight)
 
     async def _send(self, flight: _InFlight) -> bool:
         """Send the order; its "answered" marker from an earlier run of the bot goes first (a restart

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -24,7 +25,8 @@ import pytest
 import torch
 from PIL import Image
 
-from bot.celery_app import QUEUE, TASK_NAME, make_celery, order_to_message, task_id_for
+from bot.celery_app import (QUEUE, TASK_NAME, WorkerInfo, heartbeat_key, make_celery, order_to_message, task_id_for,
+                            write_heartbeat)
 from bot.celery_pool import CeleryPool
 from bot.fairqueue import Task
 from bot.worker_process import Drawer, WorkerSpec, WorkOrder
@@ -179,3 +181,39 @@ def test_celery_s_view_of_a_running_task_shows_no_photo_bytes(
     assert all(m["headers"]["kwargsrepr"] == "{}" for m in held)
     body = msgpack.unpackb(base64.b64decode(held[0]["body"]), raw=False)
     assert body[0][0]["data"] == photo  # the photo travels in the body, for the worker alone
+
+
+def test_a_process_drawing_something_else_gets_no_photo_sent_to_it(
+        worker: RunningWorker, redis_server: RedisServer) -> None:
+    """A worker process whose heartbeat names a task the bot is not waiting for (a photo whose job was
+    stopped, an order of another bot on the same Redis) is busy: a photo sent to it would wait in
+    Redis while its status said "Drawing…". Here the two real processes hold still (SIGSTOP) with a
+    photo each, and a third process beats while drawing another bot's task."""
+    client = redis_server.client()
+    client.select(DB)
+    other = WorkerInfo("animebot@elsewhere", 1, STYLES, "onnxruntime f32", "off: test", "another-bot:1", time.time())
+
+    async def go() -> tuple[int, int]:
+        async with celery_pool(redis_server.url(db=DB)) as pool:
+            write_heartbeat(client, other, 10)
+            await until(lambda: pool.size == 3, 10)
+            for pid in worker.drawing_pids():
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                _, tasks = one_photo_in_every_style(pool, "job-busy", seed=4)
+                third = pool.submit(WorkOrder("job-busy-3", synthetic_photo(160, 120, seed=5), STYLES[0], SETTINGS),
+                                    2, "busy-3")
+                await until(lambda: pool.running == 2, 10)
+                await asyncio.sleep(1.5)  # past the pool's next look at the heartbeats
+                sent = pool.running, sum(t.started.is_set() for t in [*tasks, third])
+            finally:
+                for pid in worker.drawing_pids():
+                    os.kill(pid, signal.SIGCONT)
+                client.delete(heartbeat_key(other))
+            await within(asyncio.gather(*(t.result for t in [*tasks, third])), 120)
+            return sent
+
+    try:
+        assert asyncio.run(go()) == (2, 2), "two photos on the two free processes, the third waits in the bot"
+    finally:
+        client.close()
