@@ -65,9 +65,18 @@ class Limits:
             recent = await self.journal.photos_since(user_id, now - 60, COUNTED_PER_MINUTE)
             if recent and recent + photos > self.per_minute:
                 return 0, Refusal("rate_limited", {"count": self.per_minute})
-        if self.per_day:
-            day_start = now - now % 86400  # UTC midnight
-            left = max(0, self.per_day - await self.journal.drawn_since(user_id, day_start))
+        left = await self.quota_left(user_id, now)
+        if left is not None:
+            left = max(0, left)
             if left < (photos if drawing is None else drawing):
                 return left, Refusal("quota_reached", {"count": self.per_day})
         return photos, None
+
+    async def quota_left(self, user_id: int, now: float | None = None) -> int | None:
+        """Photos the user may still have drawn today, counting their unanswered jobs as drawn; below
+        zero once a job counts more than was left; None when no quota applies (none set, or an admin)."""
+        if not self.per_day or self.access.is_admin(user_id):
+            return None
+        now = time.time() if now is None else now
+        day_start = now - now % 86400  # UTC midnight
+        return self.per_day - await self.journal.drawn_since(user_id, day_start)

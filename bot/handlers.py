@@ -68,7 +68,8 @@ async def stats_command(update: Update, context: Context) -> None:
         lang, "stats", waiting=pool.waiting, running=pool.running, health=pool.healthy()[1], by_user=by_user,
         workers=workers, done_hour=hour.photos_done,
         per_min=ten_min.photos_done / 10, jobs_day=sum(day.by_state.values()), done_day=day.photos_done,
-        failed_day=day.by_state.get("failed", 0), refused_day=day.by_state.get("refused", 0), hits=hits,
+        failed_day=day.by_state.get("failed", 0), cancelled_day=day.by_state.get("cancelled", 0),
+        refused_day=day.by_state.get("refused", 0), hits=hits,
         lookups=hits + converted, hit_rate=100 * hits / max(1, hits + converted), problems=problems,
     ))
 

@@ -50,6 +50,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "preview_drawing": "Drawing every style on one photo for the previews…",
         "preview_mine": "🖼 Preview on my last photo",
         "no_last_photo": "Send me a photo first: then I can preview every style on it.",
+        "preview_needs_photo": "I preview styles on photos only, and the last thing you sent me was a clip. "
+                               "Send me a photo, then press Preview again.",
         "all_styles": "🖼 All styles",
         "styles_queued": "{count} styles: in queue…",
         "styles_drawing": "{count} styles: drawing…",
@@ -63,6 +65,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "selfie_only": "🙂 {style} is made for selfies, and the faces in this photo are small. "
                        "For a scene like this one, try {scene}.",
         "selfie_only_plain": "🙂 {style} is made for selfies, and the faces in this photo are small.",
+        "selfie_no_face": "🙂 {style} is made for selfies, and I found no face in this photo. "
+                          "For a scene like this one, try {scene}.",
+        "selfie_no_face_plain": "🙂 {style} is made for selfies, and I found no face in this photo.",
         "style_set": "Style set to {style}. Send a photo!",
         "lang_prompt": "Choose a language:",
         "lang_set": "Language set to English.",
@@ -83,6 +88,7 @@ TEXTS: dict[str, dict[str, str]] = {
                              "Please pick another with /style.",
         "internal": "Sorry, something went wrong on my side. Please try again.",
         "album_partial": "{failed} of {count} photos could not be drawn: {reason}",
+        "styles_partial": "{failed} of {count} styles could not be drawn: {reason}",
         "unknown_style": "I don't know the style {style!r}. Available: {styles}.",
         "anime_needs_photo": "Reply /anime to a photo (or send a photo with the caption /anime).",
         "button_expired": "This button has expired. Send the photo again.",
@@ -119,7 +125,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "Waiting by user: {by_user}\n"
             "Workers: {workers}\n"
             "Last hour: {done_hour} photos drawn ({per_min:.1f}/min over the last 10 min)\n"
-            "Last 24 h: {jobs_day} requests, {done_day} photos drawn, {failed_day} failed, {refused_day} refused\n"
+            "Last 24 h: {jobs_day} requests, {done_day} photos drawn, {failed_day} failed, {cancelled_day} cancelled, "
+            "{refused_day} refused\n"
             "Cache: {hits} of {lookups} answered from cache ({hit_rate:.0f}%)\n"
             "Top problems (24 h): {problems}"
         ),
@@ -139,6 +146,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "clip_drawing": "Drawing frame {done} of {total}…",
         "button_cancel": "✖ Cancel",
         "cancelling": "Stopping…",
+        "cancelling_already": "Already stopping: nothing will be sent, and it costs nothing.",
         "cancelled": "Cancelled: nothing was sent, and it doesn't count against your limits.",
         "not_your_job": "Only the person who sent it can cancel it.",
         "job_gone": "That one is already finished.",
@@ -187,6 +195,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "preview_drawing": "正在为预览用每种画风各画一张…",
         "preview_mine": "🖼 用我上一张照片预览",
         "no_last_photo": "请先发一张照片给我，然后我才能用每种画风预览它。",
+        "preview_needs_photo": "我只能在照片上预览画风，而你上次发给我的是一个片段。请发一张照片，然后再点预览。",
         "all_styles": "🖼 全部画风",
         "styles_queued": "{count} 种画风：排队中…",
         "styles_drawing": "{count} 种画风：正在绘制…",
@@ -198,6 +207,8 @@ TEXTS: dict[str, dict[str, str]] = {
                                "请一分钟后再点“全部画风”。",
         "selfie_only": "🙂 {style}是为自拍设计的，这张照片里的人脸太小。这样的场景可以试试{scene}。",
         "selfie_only_plain": "🙂 {style}是为自拍设计的，这张照片里的人脸太小。",
+        "selfie_no_face": "🙂 {style}是为自拍设计的，这张照片里我没有找到人脸。这样的场景可以试试{scene}。",
+        "selfie_no_face_plain": "🙂 {style}是为自拍设计的，这张照片里我没有找到人脸。",
         "style_set": "画风已设为 {style}。发一张照片吧！",
         "lang_prompt": "选择语言：",
         "lang_set": "语言已设为简体中文。",
@@ -216,6 +227,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "style_unavailable": "这个画风现在画不了：没有一台绘图机器装有它。请用 /style 换一个。",
         "internal": "抱歉，我这边出了问题，请再试一次。",
         "album_partial": "{count} 张中有 {failed} 张无法绘制：{reason}",
+        "styles_partial": "{count} 种画风中有 {failed} 种无法绘制：{reason}",
         "unknown_style": "没有画风 {style!r}。可用画风：{styles}。",
         "anime_needs_photo": "请用 /anime 回复一张照片（或发送带 /anime 说明的照片）。",
         "button_expired": "这个按钮已过期，请重新发送照片。",
@@ -251,7 +263,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "按用户等待：{by_user}\n"
             "工作进程：{workers}\n"
             "最近一小时：绘制 {done_hour} 张（最近 10 分钟每分钟 {per_min:.1f} 张）\n"
-            "最近 24 小时：{jobs_day} 个请求，绘制 {done_day} 张，失败 {failed_day}，拒绝 {refused_day}\n"
+            "最近 24 小时：{jobs_day} 个请求，绘制 {done_day} 张，失败 {failed_day}，取消 {cancelled_day}，"
+            "拒绝 {refused_day}\n"
             "缓存：{lookups} 次中 {hits} 次来自缓存（{hit_rate:.0f}%）\n"
             "常见问题（24 小时）：{problems}"
         ),
@@ -269,6 +282,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "clip_drawing": "正在绘制第 {done} 帧，共 {total} 帧…",
         "button_cancel": "✖ 取消",
         "cancelling": "正在停止…",
+        "cancelling_already": "已经在停止了：不会发送任何内容，也不计入额度。",
         "cancelled": "已取消：没有发送任何内容，也不计入你的额度。",
         "not_your_job": "只有发送者本人可以取消。",
         "job_gone": "这个已经完成了。",

@@ -35,6 +35,7 @@ from bot.status import Status
 from bot.styles import Styles
 from bot.worker_process import WorkOrder
 from inference.clip_settings import ClipLimits, ClipSettings
+from inference import clip_io
 from inference.clips import is_clip
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
@@ -133,7 +134,7 @@ class JobRunner:
             # The rate counts what was asked for; the quota only what must be drawn (a preview sheet is one).
             drawing = int(any(needs)) if req.preview else _weighed(req, needs)
             allowed, refusal = await self.limits.allowance(req.user_id, n, drawing=drawing)
-            if refusal is not None and refusal.code == "quota_reached" and req.sources[0].clip:
+            if refusal is not None and refusal.code == "quota_reached" and req.sources[0].clip and allowed > 0:
                 refusal = Refusal("clip_over_quota", {"units": drawing, "left": allowed, "count": self.limits.per_day})
             elif refusal is not None and refusal.code == "quota_reached" and allowed > 0 and not req.preview:
                 # an album, or "All styles", over what is left of today's quota: draw what fits
@@ -153,7 +154,7 @@ class JobRunner:
             metrics.JOBS.labels("refused").inc()
             return refusal
         held.enter_context(reservation)
-        held.enter_context(self._counted(req.user_id, _weighed(req, needs[:len(req.items)]) if req.units else 0))
+        held.enter_context(self._counted(req.user_id, _waiting_units(req, needs[:len(req.items)])))
         if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, req.units,
                                              request_to_json(req), album=album):
             return None
@@ -177,11 +178,17 @@ class JobRunner:
     def _fit(self, req: Request, needs: list[bool]) -> tuple[Request, Refusal | None]:
         """The part of the request that fits the user's waiting limit and the queue: all of it, the
         first drawings of an album or of "All styles" (the rest counted in ``left_out``), or none (a
-        refusal). A preview sheet is all or nothing; the sample's (the bot's own) is not the user's."""
+        refusal). A preview sheet is all or nothing, and counts one photo against the user's waiting
+        limit, as it does against the quota (its tiles are small); the sample's (the bot's own) is not
+        the user's at all."""
         need = sum(needs)
         if not need:
             return req, None
         unlimited = self.access.is_admin(req.user_id) or not req.units
+        if req.preview:
+            if not unlimited and self._in_flight[req.user_id] >= self.per_user_limit:
+                return req, Refusal("per_user_limit", {"count": self.per_user_limit})
+            return (req, None) if need <= self.pool.free_slots() else (req, Refusal("busy", {}))
         if req.sources[0].clip:  # one clip, all or nothing: it counts one photo per second against the limit
             units = req.sources[0].units
             room = self.per_user_limit - self._in_flight[req.user_id]
@@ -194,7 +201,7 @@ class JobRunner:
         if need <= room:
             return req, None
         why = "limit" if user_room <= room else "busy"
-        if room <= 0 or req.preview:
+        if room <= 0:
             return req, (Refusal("per_user_limit", {"count": self.per_user_limit}) if why == "limit"
                          else Refusal("busy", {}))
         keep = _keep(needs, room)
@@ -347,8 +354,9 @@ class JobRunner:
                 if isinstance(r, BaseException) and not isinstance(r, Failed):
                     raise r
             drawn = sum(d.units for d in done if not d.from_cache)
-            if done and not req.preview:  # before the answer: a /style right after it offers this photo
-                await self.cache.set_last_photo(req.user_id, done[-1].sha256)
+            stills = [d for d in done if not d.source.clip]  # a preview sheet is of a photo, never of a clip
+            if stills and not req.preview:  # before the answer: a /style right after it offers this photo
+                await self.cache.set_last_photo(req.user_id, stills[-1].sha256, stills[-1].source.spoiler)
             if req.preview:
                 sent = await self._send_sheet(req, sheet, done, failed, fetched)
                 drawn = min(drawn, req.units)  # a preview is one photo of the quota, the sample's none
@@ -357,14 +365,15 @@ class JobRunner:
                 if failed and len(req.items) == 1:
                     await self.replies.say(req, failed[0].text(req.lang))
                 elif failed:
-                    await self.replies.say(req, t(req.lang, "album_partial", failed=len(failed),
-                                                  count=len(req.items), reason=failed[0].text(req.lang)))
+                    partial = "styles_partial" if len(req.drawn_styles) > 1 else "album_partial"
+                    await self.replies.say(req, t(req.lang, partial, failed=len(failed), count=len(req.items),
+                                                  reason=failed[0].text(req.lang)))
             if req.left_out:
                 await self.replies.say(req, self._left_out_text(req))
             codes = ",".join(sorted({f.code for f in failed}))
             await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent else "failed", codes or None,
                                                          drawn=drawn))
-            metrics.JOBS.labels("done" if sent else "failed").inc()
+            metrics.JOBS.labels("done" if sent else "cancelled" if codes == "cancelled" else "failed").inc()
         await self.replies.remember(sent)
         return f"{len(done)} sent ({sum(d.from_cache for d in done)} from cache), {len(failed)} failed" + \
             (f" ({codes})" if codes else "") + (" (preview sheet)" if req.preview else "")
@@ -440,12 +449,21 @@ class JobRunner:
         if src.file_unique_id:
             await self.cache.remember_upload(src.file_unique_id, sha, src.file_id)
         kind = await asyncio.to_thread(_kind_of, src, data)
+        if req.preview and kind != "photo":  # a last "photo" remembered by an older release: a clip
+            raise Failed("preview_needs_photo")
         if kind != src.kind:  # a GIF or video sent as a file, or a one-frame GIF: its bytes decide
-            src = replace(src, kind=kind, seconds=self.clip_limits.max_seconds if kind != "photo" else None)
+            src = replace(src, kind=kind, seconds=None)  # a clip's length is read from its header, below
             version = self._version(src, style, req)
         key = result_key(sha, style, version)
         if known := await self._known(key):
             return Drawn(src, sha, style, known, from_cache=True)
+        measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
+        with self._counted(req.user_id, measured.units - src.units if req.units else 0):
+            return await self._draw_shared(req, measured, style, key, sha, data, status, reservation)
+
+    async def _draw_shared(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes,
+                           status: Status, reservation: Reservation | None) -> Drawn:
+        """Draw it, letting any request that wants the same result meanwhile wait for this drawing."""
         drawing = asyncio.get_running_loop().create_future()
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
@@ -461,6 +479,36 @@ class JobRunner:
             raise
         finally:
             del self._drawing[key]
+
+    async def _measured(self, req: Request, src: Source, data: bytes) -> Source:
+        """A clip whose length Telegram did not give (one sent as a file), with the length its header
+        gives, once that fits what is left of the user's quota and waiting limit (a clip is all or
+        nothing, as one sent as a video is); :class:`Failed` with the numbers when it does not."""
+        try:
+            info = await asyncio.to_thread(clip_io.probe, data)
+        except AnimebotError as exc:
+            raise Failed(exc.code, exc.message) from None
+        cap = self.clip_limits.max_seconds
+        measured = replace(src, seconds=min(info.seconds, cap) if info.seconds > 0 else cap)
+        if not req.units or self.access.is_admin(req.user_id):
+            return measured
+        extra = measured.units - src.units
+        async with self._turn(req.user_id):  # as at take-on: the user's other requests are weighed one at a time
+            left = await self.limits.quota_left(req.user_id) if self.limits is not None else None
+            room = self.per_user_limit - self._in_flight[req.user_id]
+            refusal = None
+            if left is not None and extra > left:
+                refusal = Failed("clip_over_quota", units=measured.units, left=max(0, left + src.units),
+                                 count=self.limits.per_day if self.limits else 0)
+            elif extra > room:
+                refusal = Failed("clip_over_limit", units=measured.units, count=self.per_user_limit,
+                                 room=max(0, room + src.units))
+            # What the job counts against today's quota from now on: the clip's seconds, or nothing
+            # once it will not be drawn (the user's other clips weighed after it must not pay for it).
+            await self.journal.count_job_photos(req.job_id, 0 if refusal else req.units + extra)
+        if refusal is not None:
+            raise refusal
+        return measured
 
     async def _data(self, req: Request, src: Source, fetched: dict[Source, asyncio.Task[bytes]]) -> bytes:
         """The photo's bytes, downloaded once for all of a request's drawings of it."""
@@ -556,12 +604,16 @@ class JobRunner:
 
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button: stop a job's drawing (queued, or a clip on a local worker). Returns what to
-        tell the presser: ``cancelling``, ``not_your_job`` or ``job_gone``."""
+        tell the presser: ``cancelling``, ``cancelling_already``, ``not_your_job`` or ``job_gone``."""
         job = self._jobs.get(job_id)
-        if job is None or all(t.result.done() for t in job.pool_tasks):
+        if job is None:
             return "job_gone"
         if job.user_id != user_id:
             return "not_your_job"
+        if job.cancelled:  # pressed again before the worker stopped, or while the answer goes out
+            return "cancelling_already"
+        if all(t.result.done() for t in job.pool_tasks):
+            return "job_gone"
         job.cancelled = True
         for task in job.pool_tasks:
             self.pool.cancel(task)
@@ -600,6 +652,14 @@ class JobRunner:
 def _weighed(req: Request, needs: list[bool]) -> int:
     """The drawings ``needs`` marks, each counted as the photos it is worth (a clip one per second)."""
     return sum(src.units for (src, _), need in zip(req.items, needs) if need)
+
+
+def _waiting_units(req: Request, needs: list[bool]) -> int:
+    """What the request counts against its user's waiting limit: the drawings it must make, but a
+    preview sheet is one photo (:attr:`Request.units`), and the sample's none."""
+    if not req.units:
+        return 0
+    return min(1, sum(needs)) if req.preview else _weighed(req, needs)
 
 
 def _kind_of(src: Source, data: bytes) -> str:

@@ -23,7 +23,7 @@ from multiprocessing.process import BaseProcess
 
 from bot.fairqueue import Task
 from bot.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
-from bot.worker_process import CANCEL, WorkerSpec, WorkFailed, WorkOrder, serve
+from bot.worker_process import CANCEL, Loaded, WorkerSpec, WorkFailed, WorkOrder, serve
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
 
@@ -38,7 +38,8 @@ RESPAWN_DELAY_S = 5.0
 class _Worker:
     process: BaseProcess
     conn: Connection
-    engine: str
+    loaded: Loaded  # its engine, and every style it draws
+    busy: bool = False
 
 
 class LocalPool(Pool):
@@ -76,7 +77,7 @@ class LocalPool(Pool):
         return alive == self._size, f"{alive} of {self._size} worker process(es) up"
 
     def workers(self) -> list[WorkerView]:
-        return [WorkerView(f"local-{i} (pid {w.process.pid})", (self.spec.preload,), w.engine, False)
+        return [WorkerView(f"local-{i} (pid {w.process.pid})", w.loaded.styles, w.loaded.engine, w.busy)
                 for i, w in enumerate(self._workers) if w is not None]
 
     def pids(self) -> list[int]:
@@ -107,6 +108,7 @@ class LocalPool(Pool):
                     fail(task, WorkerLost("the worker is gone"))
                     return
             self._busy += 1
+            worker.busy = True
             task.take()
             order = task.order
             task.stop = _stopper(worker.conn)
@@ -135,6 +137,7 @@ class LocalPool(Pool):
                 continue
             finally:
                 self._busy -= 1
+                worker.busy = False
                 task.stop = None
             if isinstance(reply, WorkFailed):
                 fail(task, AnimebotError(reply.message, code=reply.code))
@@ -182,9 +185,10 @@ class LocalPool(Pool):
         if ready[0] != "ready":
             process.join(STOP_TIMEOUT_S)
             raise AnimebotError(f"worker {slot} could not load its model: {ready[1]}", code="worker_start")
+        loaded: Loaded = ready[2]
         log.info("worker %d ready (pid %s, %d thread(s), %s, face pass %s)", slot, ready[1], self.spec.threads,
-                 ready[3], ready[2])
-        return _Worker(process, parent, str(ready[3]))
+                 loaded.engine, loaded.faces)
+        return _Worker(process, parent, loaded)
 
     @staticmethod
     def _stop(worker: _Worker) -> None:

@@ -15,7 +15,8 @@ REGISTRY = CollectorRegistry()  # ours alone: no process or GC collectors of the
 # Seconds: a photo waits from nothing to minutes, and is drawn in about one to thirty.
 BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300, 600)
 
-JOBS = Counter("animebot_jobs", "Requests ended, by outcome (done, failed, refused)", ["outcome"], registry=REGISTRY)
+JOBS = Counter("animebot_jobs", "Requests ended, by outcome (done, failed, cancelled, refused)", ["outcome"],
+               registry=REGISTRY)
 WAITING_S = Histogram("animebot_photo_wait_seconds", "From queued to taken by a worker", buckets=BUCKETS,
                       registry=REGISTRY)
 DRAWING_S = Histogram("animebot_photo_draw_seconds", "From taken by a worker to drawn", buckets=BUCKETS,

@@ -38,7 +38,8 @@ async def cancel_button(update: Update, context: Context) -> None:
     st = state(context)
     query = update.callback_query
     said = st.runner.cancel(job_id, query.from_user.id) if job_id else "job_gone"
-    await answer_quietly(query, t(await user_lang(st, query.from_user), said), alert=said != "cancelling")
+    lang = await user_lang(st, query.from_user)
+    await answer_quietly(query, t(lang, said), alert=said not in ("cancelling", "cancelling_already"))
 
 
 async def full_size_button(update: Update, context: Context) -> None:
@@ -82,7 +83,7 @@ async def result_button(update: Update, context: Context, result_id: str, style_
         await st.runner.run(Request(
             job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
-            sources=(Source(file_id, sha256=shown.content_sha256),), settings=shown.settings,
+            sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),), settings=shown.settings,
             as_document=as_document, query_id=query.id, styles=others,
         ))
     finally:
@@ -134,13 +135,13 @@ async def preview_button(update: Update, context: Context) -> None:
         return
     st.pressing.add(press)
     try:
-        sha, file_id = last
         original = getattr(message, "reply_to_message", None)
         await st.runner.run(Request(
             job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang,
             style=await user_style(st, query.from_user), styles=tuple(st.styles.ordered), preview=True,
-            sources=(Source(file_id, sha256=sha),), settings=PREVIEW_SETTINGS, query_id=query.id,
+            sources=(Source(last.file_id, sha256=last.content_sha256, spoiler=last.spoiler),),
+            settings=PREVIEW_SETTINGS, query_id=query.id,
         ))
     finally:
         st.pressing.discard(press)

@@ -151,8 +151,10 @@ class Replies:
                     style=self.styles.display(req.style, req.lang))
         if missing:
             caption += "\n" + t(req.lang, "preview_missing", count=missing)
+        spoiler = any(src.spoiler for src in req.sources)
         return await self._send_or_upload(req, sheet.photo_file_id, sheet, lambda photo: self.bot.send_photo(
-            req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup))
+            req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
+            has_spoiler=spoiler))
 
     async def style_menu(self, req: Request) -> Message:
         """The style menu as text: each style with its description (no preview picture could be made)."""
@@ -178,18 +180,25 @@ class Replies:
         if share is None or share >= SELFIE_SHARE:
             return None
         name = self.styles.display(d.style, req.lang)
+        key = "selfie_no_face" if share == 0 else "selfie_only"
         scenes = [n for n in self.styles.ordered if self.styles.entry(n).look == "scene"]
         if not scenes:
-            return t(req.lang, "selfie_only_plain", style=name)
+            return t(req.lang, f"{key}_plain", style=name)
         scene = self.styles.default if self.styles.default in scenes else scenes[0]
-        return t(req.lang, "selfie_only", style=name, scene=self.styles.display(scene, req.lang))
+        return t(req.lang, key, style=name, scene=self.styles.display(scene, req.lang))
 
     async def _button_id(self, req: Request, d: Drawn) -> str:
-        return await self.buttons.id_for(ShownResult(req.chat_id, d.sha256, d.style, req.settings))
+        return await self.buttons.id_for(ShownResult(req.chat_id, d.sha256, d.style, req.settings, d.source.spoiler))
+
+    def _named_caption(self, req: Request, d: Drawn) -> str:
+        """The caption of one style's result among several of one photo: the style's name, then its notes."""
+        notes = self._caption(req, [d])
+        return self.styles.display(d.style, req.lang) + (f"\n{notes}" if notes else "")
 
     async def _photo(self, req: Request, d: Drawn) -> Message:
         markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang)
-        caption = self._caption(req, [d])
+        # "All styles" with only one style drawn still says which style it is
+        caption = self._named_caption(req, d) if len(req.drawn_styles) > 1 else self._caption(req, [d])
         return await self._send_or_upload(req, d.result.photo_file_id, d.result, lambda photo: self.bot.send_photo(
             req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
             has_spoiler=d.source.spoiler))
@@ -228,8 +237,7 @@ class Replies:
         def caption_of(i: int, d: Drawn) -> str | None:
             if not styles:
                 return caption if i == 0 else None
-            notes = self._caption(req, [d])
-            return self.styles.display(d.style, req.lang) + (f"\n{notes}" if notes else "")
+            return self._named_caption(req, d)
 
         async def photo(d: Drawn, by_reference: bool) -> str | bytes:
             if by_reference and d.result.photo_file_id:

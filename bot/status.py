@@ -67,7 +67,9 @@ class Status:
 
     @property
     def _clip(self) -> bool:
-        return self.req.sources[0].clip
+        """Whether a clip is drawn: as its bytes turned out, not as the message said (a GIF file of
+        one frame is a picture, and gets no Cancel button)."""
+        return any(task.order.clip is not None for task in self.tasks)
 
     def _markup(self) -> InlineKeyboardMarkup | None:
         return cancel_keyboard(self.req.job_id, self.req.lang) if self._clip else None

@@ -217,7 +217,7 @@ class Drawer:
 
 
 def serve(conn: Connection, spec: WorkerSpec) -> None:
-    """Worker main loop. Sends ``("ready", pid, faces, engine)`` or ``("failed", message)`` first."""
+    """Worker main loop. Sends ``("ready", pid, Loaded)`` or ``("failed", message)`` first."""
     _obey_the_parent_only()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     drawer = Drawer(spec)
@@ -226,7 +226,7 @@ def serve(conn: Connection, spec: WorkerSpec) -> None:
     except AnimebotError as exc:
         conn.send(("failed", exc.message))
         return
-    conn.send(("ready", os.getpid(), loaded.faces, loaded.engine))
+    conn.send(("ready", os.getpid(), loaded))
     while True:
         try:
             order: WorkOrder | None = conn.recv()

@@ -30,6 +30,7 @@ class ShownResult:
     content_sha256: str
     style: str
     settings: ConvertSettings
+    spoiler: bool = False  # the photo came with a spoiler: every answer about it carries one
 
 
 def settings_to_json(settings: ConvertSettings) -> str:
@@ -49,12 +50,15 @@ class ResultButtons:
         self._db = db
 
     async def id_for(self, shown: ShownResult) -> str:
-        """The id for this result in this chat; the same one every time it is shown there."""
+        """The id for this result in this chat; the same one every time it is shown there. Once shown
+        with a spoiler, it keeps the spoiler: the photo was sent as one in this chat."""
         settings = settings_to_json(shown.settings)
         await self._db.execute(
-            "INSERT OR IGNORE INTO buttons (id, chat_id, content_sha256, style, settings, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (secrets.token_urlsafe(ID_BYTES), shown.chat_id, shown.content_sha256, shown.style, settings, time.time()),
+            "INSERT INTO buttons (id, chat_id, content_sha256, style, settings, created_at, spoiler)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (chat_id, content_sha256, style, settings)"
+            " DO UPDATE SET spoiler = MAX(spoiler, excluded.spoiler)",
+            (secrets.token_urlsafe(ID_BYTES), shown.chat_id, shown.content_sha256, shown.style, settings, time.time(),
+             int(shown.spoiler)),
         )
         await self._db.commit()
         async with self._db.execute(
@@ -68,9 +72,10 @@ class ResultButtons:
     async def find(self, button_id: str, chat_id: int) -> ShownResult | None:
         """The result a button names, if it was shown in ``chat_id``; None for anything else."""
         async with self._db.execute(
-            "SELECT content_sha256, style, settings FROM buttons WHERE id = ? AND chat_id = ?", (button_id, chat_id)
+            "SELECT content_sha256, style, settings, spoiler FROM buttons WHERE id = ? AND chat_id = ?",
+            (button_id, chat_id),
         ) as cur:
             row = await cur.fetchone()
         if row is None:
             return None
-        return ShownResult(chat_id, row[0], row[1], settings_from_json(row[2]))
+        return ShownResult(chat_id, row[0], row[1], settings_from_json(row[2]), bool(row[3]))

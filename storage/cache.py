@@ -33,6 +33,15 @@ class CachedResult:
     face_share: float | None = None  # the largest face's size over the photo's short side (None: not looked for)
 
 
+@dataclass(frozen=True)
+class LastPhoto:
+    """The last photo a user had drawn: what /style previews every style on."""
+
+    content_sha256: str
+    file_id: str  # fetches it again
+    spoiler: bool  # it came with a spoiler, so its preview sheet does too
+
+
 def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
     return f"{content_sha256}:{style}:{pipeline_version}"
 
@@ -211,23 +220,26 @@ class Cache:
         )
         await self._db.commit()
 
-    async def set_last_photo(self, user_id: int, content_sha256: str) -> None:
-        """Remember the photo the user had drawn last (by content), for a preview of every style on it."""
+    async def set_last_photo(self, user_id: int, content_sha256: str, spoiler: bool = False) -> None:
+        """Remember the photo the user had drawn last (by content, and whether it came with a spoiler),
+        for a preview of every style on it."""
         await self._db.execute(
-            "INSERT INTO users (user_id, last_photo) VALUES (?, ?)"
-            " ON CONFLICT(user_id) DO UPDATE SET last_photo = excluded.last_photo",
-            (user_id, content_sha256),
+            "INSERT INTO users (user_id, last_photo, last_photo_spoiler) VALUES (?, ?, ?)"
+            " ON CONFLICT(user_id) DO UPDATE SET last_photo = excluded.last_photo,"
+            " last_photo_spoiler = excluded.last_photo_spoiler",
+            (user_id, content_sha256, int(spoiler)),
         )
         await self._db.commit()
 
-    async def last_photo(self, user_id: int) -> tuple[str, str] | None:
-        """The content hash of the user's last photo and a file_id that fetches it again; None if none."""
-        async with self._db.execute("SELECT last_photo FROM users WHERE user_id = ?", (user_id,)) as cur:
+    async def last_photo(self, user_id: int) -> LastPhoto | None:
+        """The user's last photo, with a file_id that fetches it again; None if none."""
+        async with self._db.execute("SELECT last_photo, last_photo_spoiler FROM users WHERE user_id = ?",
+                                    (user_id,)) as cur:
             row = await cur.fetchone()
         if row is None or row[0] is None:
             return None
         file_id = await self.file_id_of(row[0])
-        return (row[0], file_id) if file_id else None
+        return LastPhoto(row[0], file_id, bool(row[1])) if file_id else None
 
     async def count_photo(self, user_id: int) -> None:
         await self._db.execute(

@@ -31,6 +31,7 @@ from storage.schema import migrate
 OPEN_STATES = ("queued", "running")
 _OPEN = "(?, ?)"  # placeholders for OPEN_STATES
 KEEP_JOBS_S = 3 * 86400  # long enough for a day's quota and for /stats
+_STATE_SHOWN = "CASE WHEN state = 'failed' AND outcome = 'cancelled' THEN 'cancelled' ELSE state END"
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,13 @@ class Journal:
         await self._db.execute("UPDATE jobs SET state = 'running' WHERE job_id = ? AND state = 'queued'", (job_id,))
         await self._db.commit()
 
+    async def count_job_photos(self, job_id: str, photos: int) -> None:
+        """Change what an open job counts as against the quota: a clip sent as a file counts one photo
+        until its header says how long it is, and then one per second."""
+        await self._db.execute(f"UPDATE jobs SET photos = ? WHERE job_id = ? AND state IN {_OPEN}",
+                               (photos, job_id, *OPEN_STATES))
+        await self._db.commit()
+
     async def finish_job(self, job_id: str, state: str, outcome: str | None = None, drawn: int = 0) -> None:
         """Mark a job answered; ``drawn`` is how many of its photos were drawn, not taken from the cache."""
         await self._db.execute("UPDATE jobs SET state = ?, outcome = ?, finished_at = ?, drawn = ? WHERE job_id = ?",
@@ -217,8 +225,11 @@ class Journal:
         return int(row[0]) if row else 0
 
     async def counts_since(self, since: float, top: int = 5) -> JobCounts:
+        """Jobs since ``since`` by state, with the ones their user cancelled (kept as failed, with the
+        outcome ``cancelled``) counted apart: a cancel is the user's choice, not a problem of the bot's."""
         async with self._db.execute(
-            "SELECT state, COUNT(*), COALESCE(SUM(photos), 0) FROM jobs WHERE created_at >= ? GROUP BY state",
+            f"SELECT {_STATE_SHOWN} AS shown, COUNT(*), COALESCE(SUM(photos), 0) FROM jobs WHERE created_at >= ?"
+            " GROUP BY shown",
             (since,),
         ) as cur:
             rows = await cur.fetchall()
@@ -226,7 +237,7 @@ class Journal:
         photos_done = sum(photos for state, _, photos in rows if state == "done")
         async with self._db.execute(
             "SELECT outcome, COUNT(*) FROM jobs WHERE created_at >= ? AND state IN ('failed', 'refused')"
-            " AND outcome IS NOT NULL GROUP BY outcome ORDER BY COUNT(*) DESC LIMIT ?",
+            " AND outcome IS NOT NULL AND outcome != 'cancelled' GROUP BY outcome ORDER BY COUNT(*) DESC LIMIT ?",
             (since, top),
         ) as cur:
             outcomes = [(o, n) for o, n in await cur.fetchall()]

@@ -109,7 +109,16 @@ ALTER TABLE results ADD COLUMN face_share REAL;
 ALTER TABLE users ADD COLUMN last_photo TEXT;
 """
 
-STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS)
+_SPOILERS_AND_STILLS = """
+-- A photo sent with a spoiler keeps it in every answer about it: a redraw, All styles, its preview sheet.
+ALTER TABLE buttons ADD COLUMN spoiler INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE users ADD COLUMN last_photo_spoiler INTEGER NOT NULL DEFAULT 0;
+-- A preview sheet is drawn on the last photo; earlier releases also remembered a clip there.
+UPDATE users SET last_photo = NULL
+ WHERE last_photo IN (SELECT content_sha256 FROM results WHERE filename LIKE '%.mp4');
+"""
+
+STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

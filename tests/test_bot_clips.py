@@ -2,25 +2,32 @@
 what they were, drawn; long ones are cut with a note; Cancel frees the worker; groups only when asked."""
 from __future__ import annotations
 
+import io
+import os
+import signal
 import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from tests.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
 from tests.clip_maker import mp4, pan_frames, read_back
+from tests.conftest import journal_rows
 from tests.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 MAX_S = 3  # the bot's longest clip here: short clips keep the module quick on two cores
+ADMIN = 6999
+STATUS = ("In queue", "Drawing")
 
 
 @pytest.fixture(scope="module")
 def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("clips"), real_store.home, ANIMEBOT_VIDEO_MAX_S=str(MAX_S),
-                 ANIMEBOT_RATE_PER_MINUTE="0") as running:
+                 ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN)) as running:
         yield running
 
 
@@ -31,6 +38,31 @@ def street(shared_photo: Callable[[str], bytes]) -> bytes:
 
 def clip_reply(fake: FakeTelegram, message: dict[str, Any], method: str, timeout: float = 300) -> Call:
     return fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == method], timeout)[0]
+
+
+def answer_to(fake: FakeTelegram, message: dict[str, Any], timeout: float = 300) -> str:
+    """'video', or the text of the bot's final reply to ``message`` (status messages aside)."""
+    def final() -> str | None:
+        for c in fake.replies_to(message):
+            if c.method == "sendVideo":
+                return "video"
+            if c.method == "sendMessage" and not str(c.params["text"]).startswith(STATUS):
+                return str(c.params["text"])
+        return None
+
+    return str(fake.wait_for(final, timeout))
+
+
+def press_answers(fake: FakeTelegram, since: int) -> list[str]:
+    """What the bot said to button presses (answerCallbackQuery) since the ``since``-th one."""
+    return [str(c.params.get("text", "")) for c in fake.calls_to("answerCallbackQuery")[since:]]
+
+
+def stats(fake: FakeTelegram) -> str:
+    """An admin's /stats, as the bot answers it now."""
+    before = len(fake.messages_to(ADMIN))
+    fake.text_message(*private_chat(ADMIN), "/stats")
+    return str(fake.wait_for(lambda: fake.messages_to(ADMIN)[before:], 60)[0].params["text"])
 
 
 def test_an_animation_comes_back_as_a_silent_animation_of_the_same_length(
@@ -75,9 +107,10 @@ def test_a_long_clip_is_drawn_as_its_start_and_says_so(bot: tuple[RunningBot, Fa
     out = read_back(fake.sent_file(reply, "video"))
     assert out["seconds"] == pytest.approx(MAX_S, rel=0.05) and out["fps"] == pytest.approx(10, abs=0.01)
     assert f"up to {MAX_S} seconds" in reply.params["caption"]
-    with sqlite3.connect(running.home / "bot.db") as db:  # a clip counts a photo per second drawn
-        drawn = db.execute("SELECT drawn FROM jobs WHERE user_id = ?", (user["id"],)).fetchone()[0]
-    assert drawn == MAX_S
+    # a clip counts a photo per second drawn (read once the job is recorded answered, just after the send)
+    rows = fake.wait_for(lambda: journal_rows(running.home, "SELECT drawn FROM jobs WHERE user_id = ? AND state = 'done'",
+                                              user["id"]), 30)
+    assert rows == [(MAX_S,)]
 
 
 def test_a_repeat_is_sent_by_reference(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
@@ -175,3 +208,120 @@ def test_clips_against_the_quota_the_waiting_limit_and_albums(real_store: ModelS
         note = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "one at a time" in
                                       str(c.params.get("text"))], 60)
         assert len(note) == 1
+
+
+def test_a_second_cancel_says_it_is_stopping_and_stats_see_the_drawing_and_the_cancel(
+        bot: tuple[RunningBot, FakeTelegram], street: bytes, real_store: ModelStore) -> None:
+    running, fake = bot
+    chat, user = private_chat(6030)
+    msg = fake.clip_message(chat, user, mp4(pan_frames(street, 90, (640, 360), travel=0.25), 30))
+    edit = fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText", chat["id"])
+                                  if "Drawing frame" in c.params["text"]], 300)[0]
+    status = fake.messages[(chat["id"], int(edit.params["message_id"]))]
+    (pid,) = running.worker_pids().values()
+    os.kill(pid, signal.SIGSTOP)  # the worker holds still mid-clip, so the presses certainly come before it stops
+    try:
+        drawing = stats(fake)
+        styles = ",".join(e.name for e in real_store.installed("style"))
+        assert f"[{styles}; " in drawing and "; drawing]" in drawing, drawing  # every style it draws, and busy
+        (button,) = [b for row in edit.params["reply_markup"]["inline_keyboard"] for b in row]
+        answered = len(fake.calls_to("answerCallbackQuery"))
+        fake.press(user, status, button["callback_data"])
+        fake.wait_for(lambda: press_answers(fake, answered), 60)
+        fake.press(user, status, button["callback_data"])
+        fake.wait_for(lambda: press_answers(fake, answered)[1:], 60)
+        assert press_answers(fake, answered) == ["Stopping…",
+                                                 "Already stopping: nothing will be sent, and it costs nothing."]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert answer_to(fake, msg).startswith("Cancelled")
+
+    def journal_counts() -> tuple[int, int]:
+        rows = journal_rows(running.home, "SELECT COUNT(*), COALESCE(SUM(state = 'failed' AND outcome = 'cancelled'),"
+                                          " 0) FROM jobs WHERE state = 'failed'")
+        failed, cancelled = rows[0]
+        return int(failed) - int(cancelled), int(cancelled)  # type: ignore[call-overload]
+
+    fake.wait_for(lambda: not journal_rows(running.home, "SELECT 1 FROM jobs WHERE state IN ('queued', 'running')"), 60)
+    failed, cancelled = journal_counts()
+    assert cancelled >= 1
+    assert f"{failed} failed, {cancelled} cancelled, " in stats(fake)
+
+
+def test_a_one_frame_gif_file_is_a_picture_with_no_cancel_button(bot: tuple[RunningBot, FakeTelegram],
+                                                                 street: bytes) -> None:
+    _, fake = bot
+    chat, user = private_chat(6031)
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(street)).convert("RGB").resize((320, 217)).save(buf, "GIF")
+    msg = fake.document_message(chat, user, buf.getvalue(), "still.gif", "image/gif")
+    assert final_answer(fake, msg) == "photo"
+    statuses = [c for c in fake.replies_to(msg) if c.method == "sendMessage"]
+    edits = [c for c in fake.calls_to("editMessageText", chat["id"])]
+    assert statuses, "a status while it was drawn"
+    assert not [c for c in statuses + edits if c.params.get("reply_markup")], "a picture has nothing to cancel"
+
+
+def test_a_clip_sent_as_a_file_counts_its_seconds_once_its_header_is_read(
+        real_store: ModelStore, street: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Telegram gives no length for a file: the bot reads it from the clip's header, after the download
+    and before drawing, and weighs it against the quota and the waiting limit then, as a video's."""
+    def clip(seconds: int, travel: float) -> bytes:
+        return mp4(pan_frames(street, 10 * seconds, (160, 120), travel=travel), 10)
+
+    with serving(tmp_path_factory.mktemp("file-quota"), real_store.home, ANIMEBOT_DAILY_QUOTA="6",
+                 ANIMEBOT_PER_USER_LIMIT="4", ANIMEBOT_RATE_PER_MINUTE="0") as (running, fake):
+        chat, user = private_chat(6050)
+        first = fake.document_message(chat, user, clip(3, 0.1), "first.mp4", "video/mp4")
+        assert answer_to(fake, first) == "video"
+        # Two more at once, each counted as one photo until its header is read: only one fits what is left
+        # (3 of 6). The other is told so, at once or once its length is known, as the two arrive.
+        both = [fake.document_message(chat, user, clip(3, 0.2 + 0.1 * i), f"more-{i}.mp4", "video/mp4")
+                for i in range(2)]
+        answers = sorted(answer_to(fake, m) for m in both)
+        assert answers[1] == "video", answers
+        assert answers[0] in ("That clip counts as 3 photos (one per second), and you have 2 of today's 6 left. It "
+                              "resets at midnight UTC; a shorter clip may fit now.",
+                              "You've reached today's limit of 6 photos. It resets at midnight UTC."), answers
+        fake.wait_for(lambda: not journal_rows(running.home, "SELECT 1 FROM jobs WHERE state IN ('queued', 'running')"),
+                      60)
+        drawn = journal_rows(running.home, "SELECT COALESCE(SUM(drawn), 0) FROM jobs WHERE user_id = ?", user["id"])
+        assert drawn == [(6,)], "two clips of three seconds: the quota, and no more"
+
+        chat, user = private_chat(6051)
+        long = fake.document_message(chat, user, clip(5, 0.1), "long.mp4", "video/mp4")
+        assert answer_to(fake, long) == ("That clip counts as 5 photos (one per second); with what you have waiting, "
+                                         "there is room for 4 of the 4 I keep for one person. Send it again once "
+                                         "your other photos are back, or send a shorter clip.")
+
+
+def test_a_preview_of_my_last_photo_is_of_the_last_photo_never_of_a_clip(
+        bot: tuple[RunningBot, FakeTelegram], street: bytes, real_store: ModelStore) -> None:
+    running, fake = bot
+    chat, user = private_chat(6032)
+
+    def menu_buttons() -> list[str]:
+        before = len(fake.messages_to(chat["id"]))
+        fake.text_message(chat, user, "/style")
+        menu = fake.wait_for(lambda: fake.messages_to(chat["id"])[before:], 60)[0]
+        return [b["callback_data"] for row in menu.params["reply_markup"]["inline_keyboard"] for b in row]
+
+    note = fake.clip_message(chat, user, mp4(pan_frames(street, 10, (240, 240)), 10), kind="video_note")
+    clip_reply(fake, note, "sendVideoNote")
+    assert "p:6032" not in menu_buttons(), "a clip is no photo to preview the styles on"
+
+    small = io.BytesIO()
+    Image.open(io.BytesIO(street)).convert("RGB").resize((400, 271)).save(small, "JPEG", quality=90)
+    photo = fake.photo_message(chat, user, small.getvalue())
+    assert final_answer(fake, photo) == "photo"
+    clip = fake.clip_message(chat, user, mp4(pan_frames(street, 10, (176, 132), travel=0.4), 10))  # a size of its own
+    clip_reply(fake, clip, "sendVideo")
+    buttons = menu_buttons()
+    assert "p:6032" in buttons
+    menu = fake.messages_to(chat["id"])[-1]
+    fake.press(user, fake.messages[(chat["id"], int(menu.result["message_id"]))], "p:6032")
+    fake.wait_for(lambda: [c for c in fake.calls_to("sendPhoto", chat["id"])
+                           if "Your last photo" in str(c.params.get("caption"))], 300)
+    log = running.log()
+    assert log.count(" 400x271 -> ") == 1 + len(real_store.installed("style")), "the photo, then a tile per style"
+    assert log.count("clip 176x132 -> ") == 1, "the clip was drawn once, for its own answer"

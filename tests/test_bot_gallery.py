@@ -29,7 +29,7 @@ from bot.requests import REQUEST_VERSION, Request, Source, request_from_json, re
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings, Converted
 from tests.bot_harness import RunningBot, private_chat, serving, start_bot
-from tests.conftest import MODELS, journal_rows
+from tests.conftest import MODELS, journal_rows, synthetic_photo
 from tests.fake_telegram import Call, FakeTelegram
 from storage.journal import Journal
 from weights.registry import builtin_entries
@@ -41,7 +41,10 @@ GALLERY = ("hayao", "cute", "hayao_v3", "shinkai", "jp_face", "sketch")  # carto
 EIGHT = GALLERY + ("cartoon", "paprika")
 ROUTES = (REDRAW, FULL_SIZE, ALL_STYLES, PREVIEW_MINE, SET_STYLE, SET_LANG, SET_OPTION)
 ADMIN = 880001
+SPOILER_ADMIN = 880002  # an admin of its own (no quota), so ADMIN's counts stay the All styles test's
 QUOTA = 4
+# Below the number of styles: a preview sheet still counts one photo against it, as against the quota.
+PER_USER_LIMIT = 5
 
 
 def styles_of(names: tuple[str, ...], default: str = "hayao") -> Styles:
@@ -209,8 +212,10 @@ def gallery_home(hayao_file: Path, photos: list[Path], tmp_path_factory: pytest.
 
 @pytest.fixture(scope="module")
 def served(gallery_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
-    with serving(tmp_path_factory.mktemp("bot"), gallery_home, ANIMEBOT_MAX_SIDE="320", ANIMEBOT_ADMINS=str(ADMIN),
-                 ANIMEBOT_DAILY_QUOTA=str(QUOTA), ANIMEBOT_RATE_PER_MINUTE="0") as both:
+    assert PER_USER_LIMIT < len(GALLERY)
+    with serving(tmp_path_factory.mktemp("bot"), gallery_home, ANIMEBOT_MAX_SIDE="320",
+                 ANIMEBOT_ADMINS=f"{ADMIN},{SPOILER_ADMIN}", ANIMEBOT_DAILY_QUOTA=str(QUOTA),
+                 ANIMEBOT_PER_USER_LIMIT=str(PER_USER_LIMIT), ANIMEBOT_RATE_PER_MINUTE="0") as both:
         yield both
 
 
@@ -456,3 +461,37 @@ def test_all_styles_survives_a_crash_before_its_album_is_sent(gallery_home: Path
         finally:
             assert bot.stop() == 0, bot.log()
         assert "resumed" in bot.log()
+
+
+def test_a_photo_sent_with_a_spoiler_keeps_it_in_every_answer_about_it(
+        served: tuple[RunningBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
+    _, fake = served
+    chat, user = private_chat(SPOILER_ADMIN)
+    img = Image.open(io.BytesIO(photo_bytes("portrait_900x1200.jpg", photos))).convert("RGB").resize((300, 400))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=90)
+    original = fake.photo_message(chat, user, buf.getvalue(), spoiler=True)
+    result = one_photo(fake, original)
+    assert result.params.get("has_spoiler") is True
+    result_id = next(d for d in keyboard(result) if d.startswith("a:"))[2:]
+
+    fake.press(user, result.result, f"r:cute:{result_id}")
+    assert one_photo(fake, original, since=1).params.get("has_spoiler") is True, "a redraw"
+    fake.press(user, result.result, f"a:{result_id}")
+    album = fake.wait_for(lambda: albums_to(fake, original), 600)[0]
+    assert [item.get("has_spoiler") for item in album.params["media"]] == [True] * (len(GALLERY) - 1), "All styles"
+
+    menu_msg = fake.text_message(chat, user, "/style")
+    menu = one_photo(fake, menu_msg)  # the sample's sheet: the bot's own photo, no spoiler
+    assert not menu.params.get("has_spoiler")
+    fake.press(user, menu.result, f"p:{SPOILER_ADMIN}")
+    own = one_photo(fake, menu_msg, since=1)
+    assert "Your last photo" in own.params["caption"] and own.params.get("has_spoiler") is True, "its preview sheet"
+
+
+def test_the_face_style_says_when_it_found_no_face_at_all(served: tuple[RunningBot, FakeTelegram]) -> None:
+    _, fake = served
+    chat, user = private_chat(8502)
+    faceless = fake.photo_message(chat, user, synthetic_photo(480, 360, seed=8502), caption="/anime jp_face")
+    caption = one_photo(fake, faceless).params.get("caption") or ""
+    assert "I found no face in this photo" in caption and "try Hayao" in caption, caption

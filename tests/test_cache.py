@@ -107,3 +107,41 @@ def test_results_of_one_photo_with_other_settings_are_files_of_their_own(tmp_pat
         await cache.close()
 
     run(scenario())
+
+
+def test_a_last_photo_that_was_a_clip_is_forgotten_and_spoilers_are_kept(tmp_path: Path) -> None:
+    """Releases before schema step 4 remembered a clip as a user's last "photo", which /style's preview
+    then drew as a clip in every style; opening such a file forgets it, and keeps a real photo."""
+    from storage.buttons import ResultButtons, ShownResult
+    from storage.schema import STEPS
+    from inference.pipeline import ConvertSettings
+
+    db = sqlite3.connect(tmp_path / "bot.db")
+    db.executescript("".join(STEPS[:3]) + "PRAGMA user_version = 3;")
+    for sha, filename in (("c" * 64, "clip.mp4"), ("p" * 64, "photo.jpg")):
+        db.execute("INSERT INTO results (key, content_sha256, style, filename, bytes, width, height, created_at,"
+                   " last_used) VALUES (?, ?, 'hayao', ?, 1, 1, 1, 0, 0)", (f"{sha}:hayao:v", sha, filename))
+        db.execute("INSERT INTO uploads VALUES (?, ?, ?, 0)", (f"u-{filename}", sha, f"F-{filename}"))
+    db.executemany("INSERT INTO users (user_id, last_photo) VALUES (?, ?)", [(1, "c" * 64), (2, "p" * 64)])
+    db.commit()
+    db.close()
+
+    async def scenario() -> None:
+        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        assert await cache.last_photo(1) is None
+        kept = await cache.last_photo(2)
+        assert kept is not None and (kept.content_sha256, kept.file_id, kept.spoiler) == ("p" * 64, "F-photo.jpg", False)
+        await cache.set_last_photo(2, "p" * 64, spoiler=True)
+        assert (await cache.last_photo(2)).spoiler  # type: ignore[union-attr]
+
+        buttons = ResultButtons(cache.db)
+        plain = ShownResult(5, "p" * 64, "hayao", ConvertSettings())
+        first = await buttons.id_for(plain)
+        assert (await buttons.find(first, 5)).spoiler is False  # type: ignore[union-attr]
+        # shown again in that chat with a spoiler: the same id, and from now on every answer has one
+        assert await buttons.id_for(ShownResult(5, "p" * 64, "hayao", ConvertSettings(), spoiler=True)) == first
+        assert await buttons.id_for(plain) == first
+        assert (await buttons.find(first, 5)).spoiler is True  # type: ignore[union-attr]
+        await cache.close()
+
+    run(scenario())

@@ -23,9 +23,9 @@ from inference.pipeline import ConvertSettings
 from bot.celery_app import read_workers
 from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
 from tests.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import jobs_for
+from tests.conftest import jobs_for, psnr
 from tests.test_bot_answers import jpeg
-from tests.fake_telegram import TOKEN, FakeTelegram
+from tests.fake_telegram import TOKEN, Call, FakeTelegram
 from tests.redis_server import PASSWORD, RedisServer, free_port, redis_server  # noqa: F401 (a fixture)
 from tests.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore
@@ -36,6 +36,8 @@ ADMIN = 5999
 METRICS_PORT = free_port()
 BOT_ENV = {"ANIMEBOT_MAX_SIDE": str(MAX_SIDE), "ANIMEBOT_RATE_PER_MINUTE": "0", "ANIMEBOT_THREADS": "1",
            "ANIMEBOT_ADMINS": str(ADMIN), "ANIMEBOT_METRICS_PORT": str(METRICS_PORT)}
+# For a bot of a test's own, beside the module's cluster (whose bot holds the metrics port).
+OWN_BOT_ENV = {k: v for k, v in BOT_ENV.items() if k != "ANIMEBOT_METRICS_PORT"}
 STATUS = ("In queue", "Drawing", "Album of", "Full-size files")  # statuses, and the album's button row
 
 
@@ -275,3 +277,87 @@ def test_a_style_no_worker_has_gets_a_clear_sentence_not_a_hang(
                 assert bot.stop() == 0
     finally:
         worker.stop()
+
+
+def final_replies(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
+    """The bot's replies to ``message``, status messages aside."""
+    return [c for c in fake.replies_to(message) if c.method != "sendMessage"
+            or not (str(c.params["text"]).startswith(STATUS) or re.match(r"\d+ styles: ", c.params["text"]))]
+
+
+def all_styles_answers(fake: FakeTelegram, user: dict[str, Any], original: dict[str, Any],
+                       count: int = 1) -> list[Call]:
+    """Press All styles under the result of ``original``; the first ``count`` answers that follow."""
+    result = fake.wait_for(lambda: final_replies(fake, original), 300)[0]
+    assert result.method == "sendPhoto"
+    press = next(b["callback_data"] for row in result.params["reply_markup"]["inline_keyboard"] for b in row
+                 if b["callback_data"].startswith("a:"))
+    fake.press(user, result.result, press)
+    return list(fake.wait_for(lambda: (lambda after: after if len(after) >= count else None)(
+        final_replies(fake, original)[1:]), 600))[:count]
+
+
+def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
+        redis_server: RedisServer, styles_store: ModelStore, shared_photo: Callable[[str], bytes],  # noqa: F811
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every style of one photo at once, over two workers: each tile is what that style draws of the
+    photo, and no two are the same picture (they used to share one Celery task id)."""
+    tmp = tmp_path_factory.mktemp("all-styles")
+    url = redis_server.url(db=4)
+    workers = [start_worker(tmp / f"worker-{i}", styles_store.home, url) for i in range(2)]
+    try:
+        with FakeTelegram() as fake:
+            bot = start_bot(fake, tmp / "bot", styles_store.home, ANIMEBOT_BROKER_URL=url, **OWN_BOT_ENV)
+            try:
+                chat, user = private_chat(5450)
+                photo = shared_photo("tall_1280x1707.jpg")
+                original = fake.photo_message(chat, user, photo)
+                (album,) = all_styles_answers(fake, user, original)
+                assert album.method == "sendMediaGroup", album.method
+            finally:
+                assert bot.stop() == 0, bot.log()
+            tiles = []
+            for item in album.params["media"]:
+                sent = fake.sent_file(Call("x", {"m": item["media"]}, album.files), "m")
+                tiles.append((item["caption"].split("\n")[0], np.asarray(Image.open(io.BytesIO(sent)).convert("RGB"))))
+    finally:
+        for w in workers:
+            w.stop()
+    styles = {e.display("en"): e.name for e in styles_store.installed("style")}
+    assert len(tiles) == len(styles) - 1 and "Hayao" not in [label for label, _ in tiles]
+    drawer = Drawer(WorkerSpec(styles_store.home, "openvino", 1, "hayao"))
+    drawer.load()
+    for label, got in tiles:
+        local = drawer.draw(WorkOrder("local", photo, styles[label], ConvertSettings(max_side=MAX_SIDE)))
+        want = np.asarray(Image.open(io.BytesIO(local.data)).convert("RGB"))  # type: ignore[union-attr]
+        assert got.shape == want.shape and psnr(got, want) >= 30, label
+    for i, (a, x) in enumerate(tiles):
+        for b, y in tiles[:i]:
+            assert x.shape != y.shape or psnr(x, y) < 30, f"{a} and {b} are the same picture"
+
+
+def test_all_styles_with_one_style_a_worker_has_names_it_and_counts_styles(
+        redis_server: RedisServer, styles_store: ModelStore, hayao_file: Path,  # noqa: F811
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The bot has seven styles, its only worker two: All styles under a Hayao result draws Cute alone,
+    captioned with its name, and says how many of the styles could not be drawn."""
+    tmp = tmp_path_factory.mktemp("two-of-seven")
+    lean = ModelStore(tmp / "lean")
+    lean.import_file(hayao_file)
+    lean.import_file(styles_store.path(styles_store.entry("cute")))
+    url = redis_server.url(db=5)
+    worker = start_worker(tmp / "worker", lean.home, url)
+    try:
+        with FakeTelegram() as fake:
+            bot = start_bot(fake, tmp / "bot", styles_store.home, ANIMEBOT_BROKER_URL=url, **OWN_BOT_ENV)
+            try:
+                chat, user = private_chat(5460)
+                original = fake.photo_message(chat, user, jpeg(5460))
+                drawn, said = all_styles_answers(fake, user, original, count=2)
+            finally:
+                assert bot.stop() == 0, bot.log()
+    finally:
+        worker.stop()
+    assert drawn.method == "sendPhoto" and drawn.params["caption"] == "Cute"
+    assert said.params["text"] == ("5 of 6 styles could not be drawn: That style can't be drawn right now: none of my "
+                                   "drawing machines has it. Please pick another with /style.")
