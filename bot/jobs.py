@@ -186,7 +186,7 @@ class JobRunner:
             return req, None
         unlimited = self.access.is_admin(req.user_id) or not req.units
         if req.preview:
-            if not unlimited and self._in_flight[req.user_id] >= self.per_user_limit:
+            if not unlimited and self._in_flight[req.user_id] + _waiting_units(req, needs) > self.per_user_limit:
                 return req, Refusal("per_user_limit", {"count": self.per_user_limit})
             return (req, None) if need <= self.pool.free_slots() else (req, Refusal("busy", {}))
         if req.sources[0].clip:  # one clip, all or nothing: it counts one photo per second against the limit
