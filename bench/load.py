@@ -16,7 +16,7 @@ It reports, in one run:
 * that every photo got exactly one answer: a result, or a clear busy or
   limit sentence (and how many of each). A refusal repeated in a chat within
   a minute is told by editing the first one's message with the count not
-  taken (bot/replies.py), so its last edit answers that many photos;
+  taken (bot/chat/replies.py), so its last edit answers that many photos;
 * p50 and p95 latency, push to answer, for results and for all answers, also
   as multiples of one photo's latency on the idle bot, measured first;
 * each user's p50 and p95 wait for a result, the best user's and the worst's
@@ -77,7 +77,7 @@ def answers(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
 def all_answers(fake: FakeTelegram, messages: list[dict[str, Any]]) -> list[list[Call]]:
     """Each message's answers: its direct replies, or, for a photo refused while a refusal notice
     of its chat was fresh, that notice's last edit, whose "not taken so far: N" counts it among N
-    (bot/replies.py edits the notice with the count at most every 2 s, not once a photo)."""
+    (bot/chat/replies.py edits the notice with the count at most every 2 s, not once a photo)."""
     got = [answers(fake, m) for m in messages]
     counted: dict[int, list[Call]] = {}  # chat -> its last count edit, once per photo it counts
     for i, m in enumerate(messages):

@@ -23,7 +23,7 @@ DEFAULT = ("group_3_faces.jpg", "town_1280x854.jpg", "portrait_closeup.jpg")
 def child(home: Path, style: str, photos: list[str], fp32: bool) -> None:
     from bench.memory import peak_rss_mb
     from bench.peak import force_fp32
-    from bot.worker_process import Drawer, WorkerSpec, WorkOrder
+    from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
     from inference.pipeline import ConvertSettings
 
     drawer = Drawer(WorkerSpec(home, "openvino", 2, style))

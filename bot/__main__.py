@@ -1,4 +1,4 @@
 """``python -m bot``: the same command line as the ``animebot`` script."""
-from bot.cli import main
+from bot.cli.main import main
 
 raise SystemExit(main())

@@ -1,8 +1,8 @@
 """Application wiring, in one place: which handler answers which update.
 
-Updates come through bot/intake.py (from our polling loop or the webhook),
-not PTB's Updater; bot/state.py opens what the handlers share, and
-bot/service.py runs the whole lifetime.
+Updates come through bot/updates/intake.py (from our polling loop or the webhook),
+not PTB's Updater; bot/service/state.py opens what the handlers share, and
+bot/service/life.py runs the whole lifetime.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from telegram.ext import (
 
 from telegram.error import InvalidToken, NetworkError
 
-from bot import handlers, keyboards, photos, presses
-from bot.config import Config, ConfigError
-from bot.context import CONTEXT_TYPES
-from bot.service import serve
+from bot.chat import commands, keyboards, photos, presses
+from bot.service.config import Config, ConfigError
+from bot.chat.context import CONTEXT_TYPES
+from bot.service.life import serve
 from bot.styles import Styles
 from inference.errors import AnimebotError
 from inference.pipeline import ConvertSettings
@@ -47,20 +47,20 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
         .base_url(cfg.base_url)
         .base_file_url(cfg.base_file_url)
         .context_types(CONTEXT_TYPES)
-        .updater(None)  # updates come from bot/polling.py or bot/webhook.py
-        .rate_limiter(AIORateLimiter(max_retries=3))  # short floods; bot/retry.py waits out longer ones
+        .updater(None)  # updates come from bot/updates/polling.py or bot/updates/webhook.py
+        .rate_limiter(AIORateLimiter(max_retries=3))  # short floods; bot/chat/retry.py waits out longer ones
         .build()
     )
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
     images = filters.PHOTO | filters.Document.ALL | filters.ANIMATION | filters.VIDEO | filters.VIDEO_NOTE
-    app.add_handler(TypeHandler(Update, handlers.gate), group=-1)  # the allowlist, before everything
-    app.add_handler(CommandHandler("start", handlers.start))
-    app.add_handler(CommandHandler("stats", handlers.stats_command))
-    app.add_handler(CommandHandler("help", handlers.help_command))
-    app.add_handler(CommandHandler("about", handlers.about))
-    app.add_handler(CommandHandler("style", handlers.style_command))
-    app.add_handler(CommandHandler("lang", handlers.lang_command))
-    app.add_handler(CommandHandler("settings", handlers.settings_command))
+    app.add_handler(TypeHandler(Update, commands.gate), group=-1)  # the allowlist, before everything
+    app.add_handler(CommandHandler("start", commands.start))
+    app.add_handler(CommandHandler("stats", commands.stats_command))
+    app.add_handler(CommandHandler("help", commands.help_command))
+    app.add_handler(CommandHandler("about", commands.about))
+    app.add_handler(CommandHandler("style", commands.style_command))
+    app.add_handler(CommandHandler("lang", commands.lang_command))
+    app.add_handler(CommandHandler("settings", commands.settings_command))
     # /anime by its text, not only as a bot_command entity, with our own @name check
     app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), photos.anime))
     app.add_handler(MessageHandler(private & images, photos.private_media))
@@ -75,10 +75,10 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(CallbackQueryHandler(presses.option_button, pattern=keyboards.SET_OPTION))
     app.add_handler(CallbackQueryHandler(presses.unknown_button))
     others = filters.Sticker.ALL | filters.VOICE | filters.AUDIO | filters.LOCATION | filters.CONTACT
-    app.add_handler(MessageHandler(private & others, handlers.text_hint))
-    app.add_handler(MessageHandler(private & filters.COMMAND, handlers.unknown_command))
-    app.add_handler(MessageHandler(private & filters.TEXT, handlers.text_hint))
-    app.add_error_handler(handlers.on_error)
+    app.add_handler(MessageHandler(private & others, commands.text_hint))
+    app.add_handler(MessageHandler(private & filters.COMMAND, commands.unknown_command))
+    app.add_handler(MessageHandler(private & filters.TEXT, commands.text_hint))
+    app.add_error_handler(commands.on_error)
     return app, styles
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from PIL import Image
 
-from bot.replies import NOTICE_EDIT_EVERY_S
+from bot.chat.replies import NOTICE_EDIT_EVERY_S
 from tests.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
 from tests.test_bot_answers import jpeg, photos_sent, settled
 from tests.fake_telegram import Call, FakeTelegram

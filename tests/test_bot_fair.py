@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.status import EDIT_EVERY_S
+from bot.chat.status import EDIT_EVERY_S
 from tests.bot_harness import RunningBot, private_chat, serving, start_bot
 from tests.conftest import jobs_for
 from tests.fake_telegram import Call, FakeTelegram

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.service.config import ConfigError, load_config
 from inference.engine import build_animeganv2
 from inference.prune import prune, save_lite
 from tests.bot_harness import private_chat, start_bot

@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bot.access import Access, Limits
-from bot.i18n import t
-from bot.jobs import face_share
-from bot.keyboards import (ALBUM_MAX, ALL_STYLES, FULL_SIZE, PREVIEW_MINE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE,
+from bot.flow.access import Access, Limits
+from bot.chat.i18n import t
+from bot.flow.runner import face_share
+from bot.chat.keyboards import (ALBUM_MAX, ALL_STYLES, FULL_SIZE, PREVIEW_MINE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE,
                            album_styles, result_keyboard, style_keyboard, style_menu_text)
-from bot.previews import PREVIEW_SETTINGS, compose, layout, sheet_key
-from bot.requests import REQUEST_VERSION, Request, Source, request_from_json, request_to_json
+from bot.flow.previews import PREVIEW_SETTINGS, compose, layout, sheet_key
+from bot.flow.requests import REQUEST_VERSION, Request, Source, request_from_json, request_to_json
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings, Converted
 from tests.bot_harness import RunningBot, private_chat, serving, start_bot

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, broker_password, load_config
-from bot.photos import anime_command
-from bot.i18n import TEXTS, error_text, pick_lang, t
-from bot.keyboards import FULL_SIZE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE, result_keyboard
-from bot.logs import RedactingFormatter
+from bot.service.config import ConfigError, broker_password, load_config
+from bot.chat.photos import anime_command
+from bot.chat.i18n import TEXTS, error_text, pick_lang, t
+from bot.chat.keyboards import FULL_SIZE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE, result_keyboard
+from bot.service.logs import RedactingFormatter
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 from weights.registry import builtin_entries

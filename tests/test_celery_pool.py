@@ -25,11 +25,11 @@ import pytest
 import torch
 from PIL import Image
 
-from bot.celery_app import (QUEUE, TASK_NAME, WorkerInfo, heartbeat_key, make_celery, order_to_message, task_id_for,
+from bot.drawing.celery.wire import (QUEUE, TASK_NAME, WorkerInfo, heartbeat_key, make_celery, order_to_message, task_id_for,
                             write_heartbeat)
-from bot.celery_pool import CeleryPool
-from bot.fairqueue import Task
-from bot.worker_process import Drawer, WorkerSpec, WorkOrder
+from bot.drawing.celery.pool import CeleryPool
+from bot.drawing.fairqueue import Task
+from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
 from inference.engine import exported_onnx
 from inference.generator import Generator
 from inference.pipeline import ConvertSettings, Converted

@@ -15,7 +15,7 @@ from tests.conftest import DET_FILE, HAYAO_FILE, MODELS
 
 def _animebot(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("animebot")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
     env = {**os.environ, "ANIMEBOT_HOME": str(home)}
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 

@@ -55,7 +55,7 @@ def shown(data: bytes) -> list[int]:
 def animebot(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI as a person runs it (as tests/test_cli.py does)."""
     script = Path(sys.executable).with_name("animebot")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
     env = {**os.environ, "ANIMEBOT_HOME": str(home)}
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=300)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.fairqueue import FairQueue, Task
-from bot.worker_process import WorkOrder
+from bot.drawing.fairqueue import FairQueue, Task
+from bot.drawing.local.process import WorkOrder
 from inference.pipeline import ConvertSettings
 
 

@@ -17,7 +17,7 @@ import pytest
 from telegram import Update
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
-from bot.intake import Intake
+from bot.updates.intake import Intake
 from storage.journal import Journal
 from tests.conftest import until, within
 from tests.fake_telegram import TOKEN, FakeTelegram

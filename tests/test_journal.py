@@ -7,8 +7,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from bot.access import Access, Limits
-from bot.requests import Request, Source, StoredRequestError, request_from_json, request_to_json
+from bot.flow.access import Access, Limits
+from bot.flow.requests import Request, Source, StoredRequestError, request_from_json, request_to_json
 from inference.pipeline import ConvertSettings
 from storage.journal import Journal
 from storage.schema import STEPS

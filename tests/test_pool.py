@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.fairqueue import Task
-from bot.local_pool import LocalPool
-from bot.pool import PoolBusy, WorkerLost
-from bot.worker_process import WorkerSpec, WorkOrder
+from bot.drawing.fairqueue import Task
+from bot.drawing.local.pool import LocalPool
+from bot.drawing.pool import PoolBusy, WorkerLost
+from bot.drawing.local.process import WorkerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from tests.conftest import synthetic_photo, until, within
 from weights.store import ModelStore

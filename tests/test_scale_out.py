@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bot.worker_process import Drawer, WorkerSpec, WorkOrder
+from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
-from bot.celery_app import read_workers
+from bot.drawing.celery.wire import read_workers
 from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
 from tests.clip_maker import mp4, pan_frames, read_back
 from tests.conftest import jobs_for, psnr

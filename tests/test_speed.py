@@ -88,7 +88,7 @@ WORKER = """
 import json, sys
 from pathlib import Path
 from bench.memory import peak_rss_mb
-from bot.worker_process import Drawer, WorkerSpec, WorkOrder
+from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 home, style = Path(sys.argv[1]), sys.argv[2]
 drawer = Drawer(WorkerSpec(home, "openvino", 2, style))

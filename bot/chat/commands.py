@@ -1,0 +1,164 @@
+"""Commands and the other updates that get a direct reply: the allowlist gate, /start, /help,
+/style, /lang, /settings, /stats, hints, and the error handler.
+
+Handlers stay small on purpose. Photos are bot/chat/photos.py's, button presses
+bot/chat/presses.py's; deciding *whether* to draw happens there, *how* is bot.flow.runner'.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from telegram import Update
+from telegram.error import Forbidden, TelegramError
+from telegram.ext import ApplicationHandlerStop
+
+from bot.chat import keyboards
+from bot.chat.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
+from bot.chat.i18n import t
+from bot.chat.photos import anime_command
+from bot.flow.previews import PREVIEW_SETTINGS
+from bot.flow.requests import Request, Source
+
+log = logging.getLogger("animebot.handlers")
+
+
+# --- access ---------------------------------------------------------------------
+
+async def gate(update: Update, context: Context) -> None:
+    """Runs before every other handler: in allowlist mode, refuse everyone else politely.
+
+    Only updates addressed to the bot get the refusal (a private message,
+    ``/anime`` in a group, a button); a group's other photos are ignored.
+    """
+    st = state(context)
+    user, chat = update.effective_user, update.effective_chat
+    if st.access.allows(user.id if user else None, chat.id if chat else None):
+        return
+    log.info("update %s: user %s in chat %s is not on the allowlist", update.update_id,
+             user.id if user else "-", chat.id if chat else "-")
+    lang = await user_lang(st, user)
+    if update.callback_query:
+        await answer_quietly(update.callback_query, t(lang, "not_allowed"), alert=True)
+    elif (message := update.effective_message) is not None:
+        asked = anime_command(message.text or message.caption, context.bot.username)[0]
+        if message.chat.type == "private" or asked:
+            await message.reply_text(t(lang, "not_allowed"), do_quote=True)
+    raise ApplicationHandlerStop
+
+
+async def stats_command(update: Update, context: Context) -> None:
+    """``/stats``, for admins: the queue, throughput, cache hit rate and the commonest problems."""
+    st = state(context)
+    user = update.effective_user
+    lang = await user_lang(st, user)
+    if not st.access.is_admin(user.id if user else None):
+        await update.effective_message.reply_text(t(lang, "admins_only"))
+        return
+    now = time.time()
+    journal, pool = st.runner.journal, st.runner.pool
+    hour, ten_min, day = [await journal.counts_since(now - span) for span in (3600, 600, 86400)]
+    counters = await st.cache.stats()
+    hits, converted = counters.get("cache_hits", 0), counters.get("converted", 0)
+    problems = ", ".join(f"{code} {n}" for code, n in day.top_outcomes) or t(lang, "none")
+    by_user = ", ".join(f"{uid} {n}" for uid, n in pool.queue.by_user().most_common(10)) or t(lang, "none")
+    workers = "; ".join(f"{w.name} [{','.join(w.styles)}; {w.engine}{'; drawing' if w.busy else ''}]"
+                        for w in pool.workers()) or t(lang, "none")
+    await update.effective_message.reply_text(t(
+        lang, "stats", waiting=pool.waiting, running=pool.running, health=pool.healthy()[1], by_user=by_user,
+        workers=workers, done_hour=hour.photos_done,
+        per_min=ten_min.photos_done / 10, jobs_day=sum(day.by_state.values()), done_day=day.photos_done,
+        failed_day=day.by_state.get("failed", 0), cancelled_day=day.by_state.get("cancelled", 0),
+        refused_day=day.by_state.get("refused", 0), hits=hits,
+        lookups=hits + converted, hit_rate=100 * hits / max(1, hits + converted), problems=problems,
+    ))
+
+
+# --- commands ------------------------------------------------------------------
+
+async def start(update: Update, context: Context) -> None:
+    st = state(context)
+    await update.effective_message.reply_text(t(await user_lang(st, update.effective_user), "start"))
+
+
+async def help_command(update: Update, context: Context) -> None:
+    st = state(context)
+    lang = await user_lang(st, update.effective_user)
+    styles = ", ".join(f"{st.styles.display(n, lang)} ({n})" for n in st.styles.ordered)
+    await update.effective_message.reply_text(t(lang, "help", styles=styles))
+
+
+async def about(update: Update, context: Context) -> None:
+    """Credits: each installed style by its name, with who made it and on what terms."""
+    st = state(context)
+    lang = await user_lang(st, update.effective_user)
+    models = "\n".join(t(lang, "about_style", name=st.styles.display(n, lang), command=n,
+                         credits=e.credits or e.label, license=e.license)
+                       for n in st.styles.ordered for e in [st.styles.entry(n)])
+    others = "\n".join(f"• {e.display(lang)}: {e.credits or e.label}; {e.license}" for e in st.styles.others)
+    await update.effective_message.reply_text(t(lang, "about", models=models, others=others or "-"))
+
+
+async def style_command(update: Update, context: Context) -> None:
+    """The style menu: a picture of every style drawn on the sample photo, with a button per style
+    (drawn by the workers the first time, sent by file_id after); without a sample, a text list."""
+    st = state(context)
+    message, user = update.effective_message, update.effective_user
+    lang = await user_lang(st, user)
+    current = await user_style(st, user)
+    if st.styles.sample is not None and st.styles.sample_sha256:
+        await st.runner.run(Request(
+            job_id=str(update.update_id), chat_id=message.chat_id, user_id=user.id, reply_to=message.message_id,
+            lang=lang, style=current, styles=tuple(st.styles.ordered), preview=True, settings=PREVIEW_SETTINGS,
+            sources=(Source("", sha256=st.styles.sample_sha256, sample=True),),
+        ))
+        return
+    own = await st.cache.last_photo(user.id) is not None
+    await message.reply_text(keyboards.style_menu_text(st.styles, current, lang, own),
+                             reply_markup=keyboards.style_keyboard(st.styles, current, user.id, lang, own))
+
+
+async def lang_command(update: Update, context: Context) -> None:
+    st = state(context)
+    lang = await user_lang(st, update.effective_user)
+    await update.effective_message.reply_text(t(lang, "lang_prompt"),
+                                              reply_markup=keyboards.lang_keyboard(update.effective_user.id))
+
+
+async def settings_command(update: Update, context: Context) -> None:
+    """This chat's drawing settings; in a group only its admins get the buttons to change them."""
+    st = state(context)
+    lang = await user_lang(st, update.effective_user)
+    chat = update.effective_chat
+    current = await chat_settings(st, chat.id)
+    text = keyboards.settings_text(current, lang)
+    if await may_configure(st, context, chat.id, update.effective_user):
+        await update.effective_message.reply_text(text, reply_markup=keyboards.settings_keyboard(current, lang))
+    else:
+        await update.effective_message.reply_text(f"{text}\n\n{t(lang, 'settings_admins_only')}")
+
+
+async def unknown_command(update: Update, context: Context) -> None:
+    lang = await user_lang(state(context), update.effective_user)
+    await update.effective_message.reply_text(t(lang, "unknown_command"))
+
+
+async def text_hint(update: Update, context: Context) -> None:
+    """Text, a sticker, a video... in a private chat: say what the bot takes."""
+    lang = await user_lang(state(context), update.effective_user)
+    await update.effective_message.reply_text(t(lang, "text_hint"))
+
+
+# --- buttons -------------------------------------------------------------------------
+
+async def on_error(update: object, context: Context) -> None:
+    """What a handler raised. Telegram's answers (a user who blocked the bot, a deleted chat,
+    flood control on a command's reply) are one line; anything else is a bug and keeps its traceback."""
+    uid = update.update_id if isinstance(update, Update) else "-"
+    err = context.error
+    if isinstance(err, Forbidden):
+        log.warning("update %s: cannot answer, Telegram says %s", uid, err.message)
+    elif isinstance(err, TelegramError):
+        log.warning("update %s: Telegram refused: %s: %s", uid, err.__class__.__name__, err.message)
+    else:
+        log.error("update %s: unexpected error", uid, exc_info=err)

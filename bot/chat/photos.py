@@ -1,0 +1,172 @@
+"""Photos and clips in, requests out: which messages are images or clips, and which the bot was asked to draw.
+
+In a private chat every photo or image file is drawn; in a group only one
+captioned, or replied to, with ``/anime``. Albums are collected first
+(bot/updates/albums.py) and taken on part by part, each part once.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+
+from telegram import Message, Update, User
+
+from bot.chat.context import Context, BotState, chat_settings, state, user_lang, user_style
+from bot.chat.i18n import t
+from bot.flow.requests import Request, Source
+
+log = logging.getLogger("animebot.handlers")
+
+CLIP_SUFFIXES = (".mp4", ".mov", ".webm", ".mkv", ".m4v")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".jfif")
+ANIME_COMMAND = re.compile(r"^/anime(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
+
+
+def source_of(message: Message) -> Source | None:
+    """The picture or clip a message carries: its largest photo size, an animation, a video, a video
+    note, or a document that may be an image or a clip.
+
+    A document is refused here only when it says it is something else (a
+    PDF, a song); one that names no type is fetched and its bytes decide.
+    """
+    album_part = message.message_id if message.media_group_id else None
+    if message.photo:
+        p = message.photo[-1]
+        return Source(p.file_id, p.file_unique_id, p.file_size, message_id=album_part,
+                      spoiler=bool(message.has_media_spoiler))
+    clip = message.animation or message.video or message.video_note
+    if clip is not None:
+        kind = "animation" if message.animation else "video" if message.video else "video_note"
+        return Source(clip.file_id, clip.file_unique_id, clip.file_size, message_id=album_part,
+                      spoiler=bool(message.has_media_spoiler), kind=kind, seconds=_seconds(clip.duration))
+    doc = message.document
+    if doc is None:
+        return None
+    mime = doc.mime_type or "application/octet-stream"
+    name = (doc.file_name or "").lower()
+    if mime.startswith("video/") or name.endswith(CLIP_SUFFIXES):
+        return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part, kind="video")
+    if mime == "image/gif" or name.endswith(".gif"):  # a clip, unless its bytes hold one frame
+        return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part, kind="animation")
+    if mime.startswith("image/") or mime == "application/octet-stream" or name.endswith(IMAGE_SUFFIXES):
+        return Source(doc.file_id, doc.file_unique_id, doc.file_size, message_id=album_part)
+    return None
+
+
+def _seconds(duration: object) -> float | None:
+    """Telegram's duration of a clip (whole seconds, or a timedelta), None when it did not say."""
+    if isinstance(duration, dt.timedelta):
+        return duration.total_seconds() or None
+    return float(duration) if isinstance(duration, (int, float)) and duration > 0 else None
+
+
+def anime_command(text: str | None, bot_username: str | None) -> tuple[bool, str | None]:
+    """Whether ``text`` is ``/anime`` addressed to us, and the style it names, if any."""
+    m = ANIME_COMMAND.match(text or "")
+    if not m or (m.group(1) and (bot_username or "").lower() != m.group(1).lower()):
+        return False, None
+    return True, m.group(2)
+
+
+async def anime(update: Update, context: Context) -> None:
+    """``/anime [style]`` as a reply to a photo, in a group or a private chat."""
+    st = state(context)
+    message = update.effective_message
+    asked, style_arg = anime_command(message.text, context.bot.username)
+    if not asked:
+        return  # /anime@SomeOtherBot
+    target = message.reply_to_message
+    src = source_of(target) if target else None
+    lang = await user_lang(st, update.effective_user)
+    if src is None:
+        await message.reply_text(t(lang, "anime_needs_photo"), do_quote=True)
+        return
+    await convert(update, context, [src], target.message_id, style_arg)
+
+
+async def private_media(update: Update, context: Context) -> None:
+    """Any photo or file in a private chat: convert it, or say why not."""
+    message = update.effective_message
+    if message.media_group_id:
+        await state(context).albums.add(message)
+        return
+    src = source_of(message)
+    if src is None:
+        lang = await user_lang(state(context), update.effective_user)
+        await message.reply_text(t(lang, "not_an_image_file"), do_quote=True)
+        return
+    _, style = anime_command(message.caption, context.bot.username)
+    await convert(update, context, [src], message.message_id, style)
+
+
+async def group_media(update: Update, context: Context) -> None:
+    """A photo in a group: converted only when its caption is ``/anime`` for us."""
+    message = update.effective_message
+    if message.media_group_id:
+        await state(context).albums.add(message)  # the album decides once it is complete
+        return
+    asked, style = anime_command(message.caption, context.bot.username)
+    src = source_of(message)
+    if asked and src is not None:
+        await convert(update, context, [src], message.message_id, style)
+
+
+async def on_album(st: BotState, messages: list[Message]) -> None:
+    """The album collector's callback: answer the album's parts that came together as one request.
+
+    Telegram may deliver an album's parts seconds apart, so one album can
+    come in several batches; each part is taken on once (the journal keeps
+    which), and a group album asked for by the caption of one part has its
+    later parts drawn too, in the same style.
+    """
+    group = messages[0].media_group_id
+    assert group is not None
+    taken, album_style = await st.runner.album_taken(messages[0].chat_id, group)
+    fresh = [m for m in messages if m.message_id not in taken]
+    if not fresh:
+        log.info("album %s: every part already taken on; its updates came again", group)
+        return
+    first = fresh[0]
+    asks = [anime_command(m.caption, first.get_bot().username) for m in fresh]
+    if first.chat.type != "private" and not taken and not any(asked for asked, _ in asks):
+        return  # a group album nobody asked about
+    style_arg = next((s for asked, s in asks if asked and s), None) or album_style
+    # An album's clips are left out (an album comes back as an album of pictures), and said so.
+    found = [s for s in (source_of(m) for m in fresh) if s is not None]
+    sources = [s for s in found if not s.clip]
+    if len(sources) < len(found):
+        await first.reply_text(t(await user_lang(st, first.from_user), "album_clips"), do_quote=True)
+    if not sources:
+        if not found:
+            await first.reply_text(t(await user_lang(st, first.from_user), "not_an_image_file"), do_quote=True)
+        return
+    await request(st, f"album-{group}-{first.message_id}", first, first.from_user, sources, first.message_id,
+                  style_arg, album=group)
+
+
+async def convert(update: Update, context: Context, sources: list[Source], reply_to: int,
+                  style_arg: str | None) -> None:
+    await request(state(context), str(update.update_id), update.effective_message, update.effective_user, sources,
+                  reply_to, style_arg)
+
+
+async def request(st: BotState, job_id: str, message: Message, user: User | None, sources: list[Source],
+                  reply_to: int, style_arg: str | None, album: str | None = None) -> None:
+    """Hand ``sources`` to the runner in the asked (or the user's) style; the results go under ``reply_to``.
+
+    ``/anime WORD`` with an unknown WORD is answered (under ``message``) with
+    the styles there are. A longer text after ``/anime`` is a caption's
+    prose, not a style ("/anime my cat"), and gets the user's style.
+    """
+    lang = await user_lang(st, user)
+    style = st.styles.resolve(style_arg) if style_arg else None
+    if style_arg and style is None and len((message.text or message.caption or "").split()) == 2:
+        await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=", ".join(st.styles.names)),
+                                 do_quote=True)
+        return
+    style = style or await user_style(st, user)
+    await st.runner.run(Request(
+        job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
+        style=style, sources=tuple(sources), settings=await chat_settings(st, message.chat_id), album=album,
+    ))

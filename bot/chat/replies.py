@@ -1,0 +1,279 @@
+"""Sending a request's answer: the drawn results, a sentence, or a refusal.
+
+Results go by their remembered Telegram ``file_id`` when there is one (no
+upload), and are uploaded when Telegram has forgotten it. A single result
+carries its buttons; an album's results cannot, so a message after the
+album carries a Full size button per photo. Refusals to a button press
+are an alert on the button, not a chat message; refusals that repeat in a
+chat within a minute edit one message with the count instead of sending
+another.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from telegram import Bot, InlineKeyboardMarkup, InputMediaPhoto, Message
+from telegram.error import BadRequest, TelegramError
+
+from bot.flow.access import Refusal
+from bot.chat.i18n import t
+from bot.chat.keyboards import album_keyboard, result_keyboard, style_keyboard, style_menu_text
+from bot.flow.requests import Request, Source
+from bot.chat.retry import retrying
+from bot.chat.status import reply_to
+from bot.styles import Styles
+from storage.buttons import ResultButtons, ShownResult
+from storage.cache import Cache, CachedResult
+
+log = logging.getLogger("animebot.replies")
+
+NOTICE_WINDOW_S = 60.0  # refusals within this long of the last one edit it instead of adding one
+NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most this often, not one edit each
+# A face style (made for aligned face crops) says so under a photo whose largest face is smaller than this
+# share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
+# town_1280x854's a twelfth (the scene around it washes out).
+SELFIE_SHARE = 0.12
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One source's result in one style, and how it was got."""
+
+    source: Source
+    sha256: str
+    style: str
+    result: CachedResult
+    from_cache: bool
+    animated: bool = False  # only the first frame of an animated picture was drawn
+    units: int = 1  # photos of the quota it counts as (a clip: one per second)
+    notes: tuple[str, ...] = ()  # a clip's: "trimmed" (cut to the longest drawn), "silent" (its sound was lost)
+
+    @property
+    def kind(self) -> str:
+        return self.source.kind
+
+
+@dataclass
+class _Notice:
+    message_id: int
+    skipped: int
+    at: float
+    edited_at: float = 0.0
+    editing: asyncio.Task[None] | None = None  # the next edit, waiting for its turn
+
+
+class Replies:
+    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles, clip_s: float = 10.0) -> None:
+        self.bot = bot
+        self.clip_s = clip_s  # the longest clip drawn, for the note under one cut short
+        self.cache = cache
+        self.buttons = buttons
+        self.styles = styles
+        self._notices: dict[tuple[int, str], _Notice] = {}
+        self._notice_locks: dict[tuple[int, str], asyncio.Lock] = {}  # a burst's refusals come at once
+
+    async def results(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+        """Send the results; returns each with the message that carried it (for :meth:`remember`)."""
+        if req.as_document:
+            return [(d, await self._document(req, d)) for d in done]
+        if len(done) == 1 and done[0].source.clip:
+            return [(done[0], await self._clip(req, done[0]))]
+        if len(done) == 1:
+            return [(done[0], await self._photo(req, done[0]))]
+        return await self._album(req, done)
+
+    async def remember(self, sent: Sequence[tuple[Drawn, Message]]) -> None:
+        """Keep what Telegram calls our uploads, so a repeat is sent by reference."""
+        for d, msg in sent:
+            res = d.result
+            media = msg.animation or msg.video or msg.video_note  # a clip's file_id is kept as its "photo" one
+            if d.source.clip and media is not None and media.file_id != res.photo_file_id:
+                await self.cache.set_file_ids(res.key, photo_file_id=media.file_id)
+            if msg.photo and msg.photo[-1].file_id != res.photo_file_id:
+                await self.cache.set_file_ids(res.key, photo_file_id=msg.photo[-1].file_id)
+            if msg.document and msg.document.file_id != res.document_file_id:
+                await self.cache.set_file_ids(res.key, document_file_id=msg.document.file_id)
+
+    async def say(self, req: Request, text: str, markup: InlineKeyboardMarkup | None = None) -> Message:
+        return await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
+            req.chat_id, text, reply_parameters=reply_to(req), reply_markup=markup))
+
+    async def refuse(self, req: Request, refusal: Refusal) -> None:
+        """Tell the user a request was not taken on, once, however many came at once."""
+        text = t(req.lang, refusal.code, **refusal.values)
+        if req.query_id is not None:
+            with contextlib.suppress(TelegramError):
+                await self.bot.answer_callback_query(req.query_id, text, show_alert=True)
+            return
+        key = (req.chat_id, refusal.code)
+        async with self._notice_locks.setdefault(key, asyncio.Lock()):
+            now, notice = time.monotonic(), self._notices.get(key)
+            if notice is not None and now - notice.at < NOTICE_WINDOW_S:
+                notice.skipped += len(req.sources)
+                notice.at = now
+                if notice.editing is None:  # one edit says the count so far; later refusals wait for the next
+                    delay = max(0.0, notice.edited_at + NOTICE_EDIT_EVERY_S - now)
+                    notice.editing = asyncio.create_task(self._count_in(req, text, notice, delay))
+                return
+            for old in [k for k, n in self._notices.items() if now - n.at >= NOTICE_WINDOW_S]:
+                del self._notices[old]  # a chat's burst is over: forget its notice, and its lock if idle
+                if old != key and not self._notice_locks[old].locked():
+                    del self._notice_locks[old]
+            with contextlib.suppress(TelegramError):
+                msg = await self.say(req, text)
+                self._notices[key] = _Notice(msg.message_id, len(req.sources), now, edited_at=now)
+
+    async def _count_in(self, req: Request, text: str, notice: _Notice, delay: float) -> None:
+        """Edit the notice, after ``delay``, with the number of photos not taken by then."""
+        await asyncio.sleep(delay)
+        notice.editing, notice.edited_at = None, time.monotonic()
+        with contextlib.suppress(TelegramError):  # deleted meanwhile: the first message said it
+            await self.bot.edit_message_text(
+                f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
+
+    # --- the style menu and its previews ------------------------------------------------
+
+    async def _style_markup(self, req: Request, offer_own: bool) -> tuple[InlineKeyboardMarkup, bool]:
+        own = offer_own and await self.cache.last_photo(req.user_id) is not None
+        return style_keyboard(self.styles, req.style, req.user_id, req.lang, own), own
+
+    async def sheet(self, req: Request, sheet: CachedResult, missing: int) -> Message:
+        """A preview sheet with the style menu under it (and, under the sample's, the offer to preview
+        the user's own last photo); by its file_id once Telegram has it."""
+        sample = any(src.sample for src in req.sources)
+        markup, _ = await self._style_markup(req, offer_own=sample)
+        caption = t(req.lang, "preview_sample" if sample else "preview_own",
+                    style=self.styles.display(req.style, req.lang))
+        if missing:
+            caption += "\n" + t(req.lang, "preview_missing", count=missing)
+        spoiler = any(src.spoiler for src in req.sources)
+        return await self._send_or_upload(req, sheet.photo_file_id, sheet, lambda photo: self.bot.send_photo(
+            req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
+            has_spoiler=spoiler))
+
+    async def style_menu(self, req: Request) -> Message:
+        """The style menu as text: each style with its description (no preview picture could be made)."""
+        markup, own = await self._style_markup(req, offer_own=True)
+        return await self.say(req, style_menu_text(self.styles, req.style, req.lang, own), markup)
+
+    # --- one result ---------------------------------------------------------------
+
+    def _caption(self, req: Request, done: Sequence[Drawn]) -> str | None:
+        notes = ([t(req.lang, "fast_mode", style=self.styles.display(req.style, req.lang))] if req.fast else []) + \
+            ([t(req.lang, "first_frame")] if any(d.animated for d in done) else []) + \
+            ([t(req.lang, "clip_trimmed", seconds=self.clip_s)] if any("trimmed" in d.notes for d in done) else []) + \
+            ([t(req.lang, "clip_silent")] if any("silent" in d.notes for d in done) else []) + \
+            list(dict.fromkeys(note for d in done if (note := self._selfie_note(req, d))))
+        return "\n".join(notes) or None
+
+    def _selfie_note(self, req: Request, d: Drawn) -> str | None:
+        """A face style on a photo whose faces are small (or absent): say it is made for selfies, and
+        name a scene style to try instead."""
+        if d.style not in self.styles.names or self.styles.entry(d.style).look != "face":
+            return None
+        share = d.result.face_share
+        if share is None or share >= SELFIE_SHARE:
+            return None
+        name = self.styles.display(d.style, req.lang)
+        key = "selfie_no_face" if share == 0 else "selfie_only"
+        scenes = [n for n in self.styles.ordered if self.styles.entry(n).look == "scene"]
+        if not scenes:
+            return t(req.lang, f"{key}_plain", style=name)
+        scene = self.styles.default if self.styles.default in scenes else scenes[0]
+        return t(req.lang, key, style=name, scene=self.styles.display(scene, req.lang))
+
+    async def _button_id(self, req: Request, d: Drawn) -> str:
+        return await self.buttons.id_for(ShownResult(req.chat_id, d.sha256, d.style, req.settings, d.source.spoiler))
+
+    def _named_caption(self, req: Request, d: Drawn) -> str:
+        """The caption of one style's result among several of one photo: the style's name, then its notes."""
+        notes = self._caption(req, [d])
+        return self.styles.display(d.style, req.lang) + (f"\n{notes}" if notes else "")
+
+    async def _photo(self, req: Request, d: Drawn) -> Message:
+        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang)
+        # "All styles" with only one style drawn still says which style it is
+        caption = self._named_caption(req, d) if len(req.drawn_styles) > 1 else self._caption(req, [d])
+        return await self._send_or_upload(req, d.result.photo_file_id, d.result, lambda photo: self.bot.send_photo(
+            req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
+            has_spoiler=d.source.spoiler))
+
+    async def _clip(self, req: Request, d: Drawn) -> Message:
+        """A clip, sent back as what it came as: an animation (silent), a video, or a round video note
+        (which takes no caption or buttons, so its notes follow as a message)."""
+        caption = self._caption(req, [d])
+        res = d.result
+        replying = reply_to(req)
+        if d.kind == "video_note":
+            sent = await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_video_note(
+                req.chat_id, clip, length=min(res.width, res.height), reply_parameters=replying))
+            if caption:
+                await self.say(req, caption)
+            return sent
+        if d.kind == "animation":
+            return await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_animation(
+                req.chat_id, clip, width=res.width, height=res.height, caption=caption, has_spoiler=d.source.spoiler,
+                filename=f"anime-{d.style}.mp4", reply_parameters=replying))
+        return await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_video(
+            req.chat_id, clip, width=res.width, height=res.height, caption=caption, supports_streaming=True,
+            has_spoiler=d.source.spoiler, filename=f"anime-{d.style}.mp4", reply_parameters=replying))
+
+    async def _document(self, req: Request, d: Drawn) -> Message:
+        name = f"anime-{d.style}{d.result.path.suffix}"
+        return await self._send_or_upload(req, d.result.document_file_id, d.result, lambda doc: self.bot.send_document(
+            req.chat_id, doc, filename=name, reply_parameters=reply_to(req)))
+
+    async def _album(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+        """An album: of photos (the notes under the first), or of one photo in many styles (each
+        captioned with its style's name, and its own notes)."""
+        styles = len(req.drawn_styles) > 1
+        caption = self._caption(req, done)
+
+        def caption_of(i: int, d: Drawn) -> str | None:
+            if not styles:
+                return caption if i == 0 else None
+            return self._named_caption(req, d)
+
+        async def photo(d: Drawn, by_reference: bool) -> str | bytes:
+            if by_reference and d.result.photo_file_id:
+                return d.result.photo_file_id
+            return await asyncio.to_thread(d.result.path.read_bytes)
+
+        async def media(by_reference: bool) -> list[InputMediaPhoto]:
+            return [InputMediaPhoto(await photo(d, by_reference), caption=caption_of(i, d), has_spoiler=d.source.spoiler)
+                    for i, d in enumerate(done)]
+
+        what = f"job {req.job_id}: sendMediaGroup"
+        items = await media(by_reference=True)
+        try:
+            msgs = await retrying(what, lambda: self.bot.send_media_group(req.chat_id, items,
+                                                                          reply_parameters=reply_to(req)))
+        except BadRequest:  # a remembered file_id Telegram no longer knows: upload them all
+            items = await media(by_reference=False)
+            msgs = await retrying(what, lambda: self.bot.send_media_group(req.chat_id, items,
+                                                                          reply_parameters=reply_to(req)))
+        ids = [await self._button_id(req, d) for d in done]
+        if styles:
+            labels = [self.styles.display(d.style, req.lang) for d in done]
+            await self.say(req, t(req.lang, "styles_buttons"), album_keyboard(ids, req.lang, labels))
+        else:
+            await self.say(req, t(req.lang, "album_buttons"), album_keyboard(ids, req.lang))
+        return list(zip(done, msgs))
+
+    @staticmethod
+    async def _send_or_upload(req: Request, file_id: str | None, res: CachedResult,
+                              send: Callable[[str | bytes], Awaitable[Message]]) -> Message:
+        """Send by the remembered file_id when there is one, uploading if Telegram forgot it."""
+        what = f"job {req.job_id}: send"
+        if file_id:
+            try:
+                return await retrying(what, lambda: send(file_id))
+            except BadRequest as exc:
+                log.info("job %s: file_id of %s refused (%s); uploading", req.job_id, res.key[:16], exc.message)
+        data = await asyncio.to_thread(res.path.read_bytes)
+        return await retrying(what, lambda: send(data))

@@ -1,0 +1,1 @@
+"""``animebot``: the command line, one subcommand per job."""

@@ -1,0 +1,138 @@
+"""The photos waiting for a worker, one line per user, served in turn.
+
+Someone who sends one photo should wait behind at most one photo of each
+other user, not behind somebody's ten. This is start-time fair queuing: a
+task's *tag* is where its user's line has got to (the sum of the costs of
+the user's earlier tasks), but never less than the tag of the task a worker
+took last, so a newcomer starts at the front, not at zero and not behind
+everyone. Workers always take the smallest tag; equal tags go in arrival
+order. With every cost 1 that is plain round-robin between users.
+
+Costs are numbers, not counts: a photo drawn at twice the size or with
+faces, or a clip of many frames, moves its user's line on further, so heavy
+work cannot starve light work. A cost is estimated when the task is queued
+and corrected with :meth:`FairQueue.charge` once the worker says what it did.
+
+Both pools (local processes and Celery workers) take their work from this
+queue, so fairness holds however many machines draw; the journal keeps the
+jobs themselves, and a restart queues them again in the order they came.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bot.drawing.local.process import WorkOrder
+from inference.pipeline import Converted
+
+
+@dataclass(eq=False)
+class Task:
+    """One photo to draw. ``started`` is set when a worker takes it, ``result`` when it is drawn."""
+
+    order: WorkOrder
+    user_id: int
+    key: str  # the result's cache key: names the task on the broker, so a resubmission is the same task
+    cost: float = 1.0
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    result: asyncio.Future[Converted] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    queued_at: float = field(default_factory=time.monotonic)
+    waited_s: float = 0.0
+    tag: float = 0.0
+    seq: int = 0
+    progress: tuple[int, int] | None = None  # a clip's frames drawn, of how many (as its worker reports)
+    stop: Callable[[], None] | None = None  # asks its worker to stop it (set by the pool while it is drawn)
+
+    @property
+    def job_id(self) -> str:
+        return self.order.job_id
+
+    def take(self, at: float | None = None) -> None:
+        """Mark the task as on its way to a worker since ``at`` (monotonic; default now)."""
+        self.waited_s = (time.monotonic() if at is None else at) - self.queued_at
+        self.started.set()
+
+
+class FairQueue:
+    """A priority queue of :class:`Task` by (tag, arrival); a task cancelled while waiting is skipped."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Task]] = []
+        self._seq = itertools.count()
+        self._finish: dict[int, float] = {}  # user -> the tag their next task starts at
+        self._now = 0.0  # the tag of the task taken last
+        self._arrival: asyncio.Future[None] | None = None
+        self._ranks: dict[Task, int] | None = None  # cached order of the waiting tasks
+
+    def put(self, task: Task) -> None:
+        task.tag = max(self._now, self._finish.get(task.user_id, 0.0))
+        task.seq = next(self._seq)
+        self._finish[task.user_id] = task.tag + task.cost
+        heapq.heappush(self._heap, (task.tag, task.seq, task))
+        self._ranks = None
+        if self._arrival is not None and not self._arrival.done():
+            self._arrival.set_result(None)
+
+    def pop(self) -> Task | None:
+        """The next task to draw, or None if nothing waits."""
+        while self._heap:
+            tag, _, task = heapq.heappop(self._heap)
+            self._ranks = None
+            if task.result.done():  # its owner gave up on it while it waited
+                continue
+            self._now = tag
+            self._forget_idle_users()
+            return task
+        return None
+
+    def put_back(self, task: Task) -> None:
+        """Return a task taken by :meth:`pop` that could not be handed to a worker, in its old place."""
+        heapq.heappush(self._heap, (task.tag, task.seq, task))
+        self._ranks = None
+
+    async def arrival(self) -> None:
+        """Return when a task is put (at once if one is waiting)."""
+        if self.waiting:
+            return
+        if self._arrival is None or self._arrival.done():
+            self._arrival = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._arrival)
+
+    def charge(self, user_id: int, extra: float) -> None:
+        """Correct a user's line once a task's real cost is known (``extra`` may be negative)."""
+        if user_id in self._finish:
+            self._finish[user_id] = max(self._now, self._finish[user_id] + extra)
+
+    def ahead_of(self, task: Task) -> int:
+        """How many waiting tasks a worker will take before ``task`` (as things stand: a newcomer
+        may still come in front)."""
+        if self._ranks is None:
+            live = sorted((tag, seq, t) for tag, seq, t in self._heap if not t.result.done())
+            self._ranks = {t: i for i, (_, _, t) in enumerate(live)}
+        return self._ranks.get(task, 0)
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for _, _, t in self._heap if not t.result.done())
+
+    def by_user(self) -> Counter[int]:
+        """Waiting tasks per user, for /stats."""
+        return Counter(t.user_id for _, _, t in self._heap if not t.result.done())
+
+    def drop_all(self) -> list[Task]:
+        """Empty the queue (a stop); the tasks' jobs stay open in the journal."""
+        tasks = [t for _, _, t in self._heap]
+        self._heap.clear()
+        self._ranks = None
+        return tasks
+
+    def _forget_idle_users(self) -> None:
+        """A user whose line ends at or before the current tag starts there anyway: drop them, so the
+        table stays as small as the set of users with recent work."""
+        if len(self._finish) > 2 * len(self._heap) + 64:
+            self._finish = {u: f for u, f in self._finish.items() if f > self._now}

@@ -1,0 +1,1 @@
+"""The default, embedded pool: worker processes of the bot's own, spoken to over pipes."""

@@ -1,0 +1,188 @@
+"""The bot's lifetime: start, recover, take updates, and stop gracefully.
+
+Start: the workers load their models, jobs a crash or a stop left open run
+again, unhandled updates are replayed, and only then do new updates come in
+(by polling, or by webhook).
+
+Stop (SIGTERM or SIGINT): no new updates are taken; photos already on a
+worker get up to ``stop_wait_s`` to be drawn and sent; everything else stays
+open in the journal for the next start. Then the process exits 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from telegram import Update
+from telegram.error import InvalidToken, NetworkError, TelegramError
+from telegram.ext import Application
+
+from bot.service import metrics
+from bot.service.config import Config
+from bot.chat.context import BotState
+from bot.updates.intake import Intake
+from bot.updates.polling import MAX_BACKOFF_S, poll
+from bot.service.state import close_state, open_state
+from bot.styles import Styles
+from bot.updates.webhook import WebhookServer
+
+log = logging.getLogger("animebot")
+
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+HEARTBEAT_EVERY_S = 15.0
+HEARTBEAT_STALE_S = 90.0
+PRUNE_EVERY_S = 3600.0
+
+
+def heartbeat_path(home: Path) -> Path:
+    return home / "heartbeat"
+
+
+async def serve(app: Application, cfg: Config, styles: Styles) -> None:
+    """Run the bot until SIGINT or SIGTERM: the whole lifetime, in order."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if not await _initialize(app, stop):
+        log.info("stopped before the Bot API answered")
+        return
+    try:
+        st = await open_state(app, cfg, styles)  # cache, journal, workers (they load their models)
+        try:
+            await app.start()
+            try:
+                await _serve_updates(app, cfg, st, stop)
+            finally:
+                await app.stop()
+        finally:
+            await close_state(st)
+            heartbeat_path(cfg.home).unlink(missing_ok=True)
+    finally:
+        await app.shutdown()
+    log.info("stopped")
+
+
+async def _initialize(app: Application, stop: asyncio.Event) -> bool:
+    """Ask the Bot API who we are (getMe), backing off while it is unreachable; False if stopped first.
+    A refused token is not something waiting fixes: InvalidToken goes up."""
+    backoff = 1.0
+    while not stop.is_set():
+        try:
+            await app.initialize()
+            return True
+        except InvalidToken:
+            raise
+        except NetworkError as exc:
+            log.warning("the Bot API is unreachable (%s: %s); trying again in %.0f s",
+                        exc.__class__.__name__, exc.message, backoff)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+    return False
+
+
+async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyncio.Event) -> None:
+    """Recover, take updates until told to stop, then stop gracefully."""
+    intake = Intake(app, st.runner.journal)
+    resumed = await st.runner.recover()
+    replayed = await intake.replay()
+    if resumed or replayed:
+        log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
+    chores = asyncio.create_task(_chores(st, cfg.home))
+    server, poller = None, None
+    try:
+        metrics.watch(st.runner.pool)
+        if cfg.webhook_url:
+            server = await _start_webhook(app, cfg, intake, st)
+        else:
+            if cfg.metrics_port:
+                server = WebhookServer(intake, None, "", lambda: _health_report(st), cfg.webhook_listen,
+                                       cfg.metrics_port)
+                await server.start()
+            try:
+                await app.bot.delete_webhook()
+            except TelegramError as exc:
+                log.info("deleteWebhook not done (%s); polling anyway", exc.__class__.__name__)
+            offset = await st.runner.journal.next_offset()
+            poller = asyncio.create_task(poll(app, intake, offset, cfg.poll_timeout_s, ALLOWED_UPDATES))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait([t for t in (poller, stopping) if t], return_when=asyncio.FIRST_COMPLETED)
+        log.info("stopping: no new updates; up to %.0f s for the photos being drawn", cfg.stop_wait_s)
+        if server is not None:
+            server.stopping = True
+        stopping.cancel()
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller  # re-raises InvalidToken, if that is why polling ended
+        await st.runner.drain(cfg.stop_wait_s)
+        await intake.cancel()
+    finally:
+        chores.cancel()
+        if server is not None:
+            await server.stop()
+
+
+async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotState) -> WebhookServer:
+    """Listen, then tell Telegram where. A secret is made up when none is configured."""
+    assert cfg.webhook_url  # only called in webhook mode
+    secret = cfg.webhook_secret or secrets.token_urlsafe(32)
+    path = urlsplit(cfg.webhook_url).path or "/"
+
+    server = WebhookServer(intake, path, secret, lambda: _health_report(st), cfg.webhook_listen, cfg.webhook_port)
+    await server.start()
+    await app.bot.set_webhook(cfg.webhook_url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
+    return server
+
+
+def _health_report(st: BotState) -> dict[str, object]:
+    pool = st.runner.pool
+    ok, workers = pool.healthy()
+    return {"ok": ok, "workers": workers, "running": pool.running, "waiting": pool.waiting}
+
+
+async def _chores(st: BotState, home: Path) -> None:
+    """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up),
+    with our pid so that a killed bot is seen at once; every hour, forget old journal rows."""
+    beat = heartbeat_path(home)
+    last_prune = 0.0
+    while True:
+        if st.runner.pool.healthy()[0]:
+            beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
+        if time.monotonic() - last_prune > PRUNE_EVERY_S:
+            await st.runner.journal.prune()
+            last_prune = time.monotonic()
+        await asyncio.sleep(HEARTBEAT_EVERY_S)
+
+
+def health(home: Path) -> tuple[bool, str]:
+    """For Docker's HEALTHCHECK: is a bot in ``home`` running with all its workers?"""
+    beat = heartbeat_path(home)
+    try:
+        stamp, _, pid = beat.read_text().strip().partition(" ")
+        age = time.time() - float(stamp)
+    except (OSError, ValueError):
+        return False, f"no heartbeat at {beat}: the bot is not running (or still loading its models)"
+    if pid.isdigit() and not _running(int(pid)):
+        return False, f"the bot (pid {pid}) is not running: it was killed or crashed"
+    if age > HEARTBEAT_STALE_S:
+        return False, f"the last heartbeat is {age:.0f} s old: the bot is stuck or a worker is down"
+    return True, f"ok (heartbeat {age:.0f} s ago)"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but another user's
+        return True
+    return True

@@ -1,0 +1,42 @@
+"""Operator logging: one line per event, and the bot token never printed.
+
+The token is part of every Bot API URL, and httpx, python-telegram-bot and
+tracebacks can all mention URLs, so redaction happens on the finished line in
+the formatter rather than at each call site.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats as usual, then replaces every occurrence of the secrets."""
+
+    def __init__(self, fmt: str, secrets: list[str]) -> None:
+        super().__init__(fmt)
+        self._secrets = [s for s in secrets if s]
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        for secret in self._secrets:
+            text = text.replace(secret, "<token>")
+        return text
+
+
+def setup_logging(*secrets: str | None, level: int = logging.INFO) -> None:
+    """Log to stderr, one line an event, with ``secrets`` (the token, a webhook secret) redacted;
+    quiet the per-request chatter of httpx and aiohttp."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                                            [s for s in secrets if s]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # When the rate limiter stops waiting out flood control it logs a traceback
+    # at ERROR and re-raises; bot/chat/retry.py then waits on, with one line naming
+    # the job, so the limiter's own give-up is noise.
+    logging.getLogger("telegram.ext.AIORateLimiter").addFilter(lambda record: record.levelno < logging.ERROR)

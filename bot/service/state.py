@@ -1,0 +1,106 @@
+"""The state every handler shares, opened and closed in one place.
+
+:func:`open_state` opens the cache and the journal, starts the workers (they
+load their models) and wires the runner; :func:`close_state` stops them.
+bot/service/life.py calls these in order, so the workers are ready before the
+first update is fetched and stop only after the last one was handled or put
+aside.
+"""
+from __future__ import annotations
+
+import logging
+
+from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats
+from telegram.error import TelegramError
+from telegram.ext import Application
+
+from bot.flow.access import Access, Limits
+from bot.updates.albums import AlbumCollector
+from bot.chat.context import BotState
+from bot.service.config import Config
+from inference.clip_settings import ClipLimits
+from bot.flow.runner import JobRunner
+from bot.chat.photos import on_album
+from bot.drawing.local.pool import LocalPool
+from bot.drawing.pool import Pool
+from bot.chat.replies import Replies
+from bot.styles import Styles
+from bot.drawing.local.process import WorkerSpec
+from storage.buttons import ResultButtons
+from storage.cache import Cache
+from storage.journal import Journal
+
+log = logging.getLogger("animebot")
+
+PRIVATE_COMMANDS = {
+    "en": [("start", "what this bot does"), ("style", "see every style and choose one"),
+           ("settings", "faces, strength, keep colours"), ("lang", "language"),
+           ("help", "how to use it"), ("about", "credits and model licences")],
+    "zh": [("start", "这个机器人能做什么"), ("style", "查看并选择画风"), ("settings", "人脸、强度、保留颜色"),
+           ("lang", "语言"), ("help", "使用方法"), ("about", "致谢与模型许可")],
+}
+GROUP_COMMANDS = {
+    "en": [("anime", "reply to a photo to draw it as anime"), ("settings", "how this group's photos are drawn"),
+           ("help", "how to use it")],
+    "zh": [("anime", "回复一张照片，把它画成动漫"), ("settings", "本群照片的绘制设置"), ("help", "使用方法")],
+}
+
+
+
+async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
+    """Open the cache and the journal, start the workers (they load their models), and wire the runner."""
+    cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
+    try:
+        journal = await Journal.using(cache.db)
+        pool = _pool(cfg, styles)
+        await pool.start()
+    except BaseException:
+        await cache.close()
+        raise
+    access = Access(cfg.admins, cfg.allowlist)
+    limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
+    buttons = ResultButtons(cache.db)
+    runner = JobRunner(app.bot, pool, cache, journal, styles, Replies(app.bot, cache, buttons, styles, cfg.video_max_s),
+                       cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
+                       ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
+    albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
+    st = BotState(runner, cache, buttons, styles, albums, access)
+    app.bot_data.state = st
+    await _register_commands(app)
+    log.info("bot @%s ready: styles %s (default %s), %s, queue %d (%d a person), max side %d",
+             app.bot.username, ",".join(styles.names), styles.default, pool.healthy()[1], cfg.queue_size,
+             cfg.per_user_limit, cfg.max_side)
+    return st
+
+
+def _pool(cfg: Config, styles: Styles) -> Pool:
+    """The bot's own worker processes, or `animebot worker` processes via Celery when a broker is set."""
+    if cfg.broker_url:
+        from bot.drawing.celery.pool import CeleryPool  # Celery is only imported by bots that use it
+
+        return CeleryPool(cfg.broker_url, cfg.queue_size, cfg.job_timeout_s)
+    return LocalPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
+                     cfg.workers, cfg.queue_size, cfg.job_timeout_s)
+
+
+async def close_state(st: BotState) -> None:
+    """Stop the workers, then close the database (the journal's connection too)."""
+    await st.runner.pool.close()
+    await st.cache.close()
+
+
+
+
+async def _register_commands(app: Application) -> None:
+    """Menus for private chats and groups; English is the default, Chinese for zh clients.
+
+    A menu is a convenience: if Telegram refuses it, the bot still serves.
+    """
+    try:
+        for lang, code in (("en", None), ("zh", "zh")):
+            await app.bot.set_my_commands([BotCommand(c, d) for c, d in PRIVATE_COMMANDS[lang]],
+                                          scope=BotCommandScopeAllPrivateChats(), language_code=code)
+            await app.bot.set_my_commands([BotCommand(c, d) for c, d in GROUP_COMMANDS[lang]],
+                                          scope=BotCommandScopeAllGroupChats(), language_code=code)
+    except TelegramError as exc:
+        log.warning("could not register the command menus: %s: %s", exc.__class__.__name__, exc.message)

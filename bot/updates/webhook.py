@@ -1,0 +1,85 @@
+"""Webhook mode: Telegram POSTs each update to us instead of being polled.
+
+- Telegram sends the secret we gave ``setWebhook`` in the
+  ``X-Telegram-Bot-Api-Secret-Token`` header; any other request gets 403.
+- 200 is answered only after the update is in the journal, so an update
+  Telegram believes delivered is on disk. While the bot stops, POSTs get
+  503 and Telegram delivers them again later (to the next start).
+- ``GET /healthz`` reports whether the workers are up, for a load balancer
+  or an orchestrator, and ``GET /metrics`` serves Prometheus metrics. In
+  polling mode the same server runs without the webhook route when
+  ``ANIMEBOT_METRICS_PORT`` is set.
+
+aiohttp serves it: PTB's own webhook server (tornado) answers 200 as soon
+as an update is queued in memory, which is the gap this mode must close.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from bot.service import metrics
+from bot.updates.intake import Intake
+
+log = logging.getLogger("animebot.webhook")
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+MAX_UPDATE_BYTES = 1 << 20  # an update is JSON of a few KB; files are fetched separately
+
+
+class WebhookServer:
+    """``path`` None: only /healthz and /metrics (polling mode)."""
+
+    def __init__(self, intake: Intake, path: str | None, secret: str, health: Callable[[], dict[str, Any]],
+                 host: str, port: int) -> None:
+        self.intake = intake
+        self.path = path
+        self.secret = secret
+        self.health = health
+        self.host = host
+        self.port = port
+        self.stopping = False
+        app = web.Application(client_max_size=MAX_UPDATE_BYTES)
+        if path is not None:
+            app.router.add_post(path, self._update)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        if self.path is not None:
+            log.info("webhook listening on %s:%d%s", self.host, self.port, self.path)
+        else:
+            log.info("health and metrics on http://%s:%d/healthz and /metrics", self.host, self.port)
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    async def _update(self, request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self.secret.encode()):
+            log.warning("webhook: refused a request from %s without the secret token", request.remote)
+            return web.Response(status=403, text="forbidden")
+        if self.stopping:
+            return web.Response(status=503, text="stopping; send it again later")
+        try:
+            update = json.loads(await request.read())
+            int(update["update_id"])
+        except (ValueError, KeyError, TypeError):
+            return web.Response(status=400, text="not a Telegram update")
+        await self.intake.accept([update])
+        return web.Response(status=200)
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        report = self.health()
+        return web.json_response(report, status=200 if report["ok"] else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
