@@ -25,7 +25,7 @@ from telegram.error import InvalidToken, NetworkError
 from bot.chat import commands, keyboards, photos, presses
 from bot.service.config import Config, ConfigError
 from bot.chat.context import CONTEXT_TYPES
-from bot.service.life import serve
+from bot.service.life import run_service
 from bot.styles import Styles
 from inference.errors import AnimebotError
 from inference.pipeline import ConvertSettings
@@ -86,7 +86,7 @@ def run(cfg: Config) -> None:
     """Serve until SIGINT or SIGTERM; Telegram refusing the token or being unreachable is one line."""
     app, styles = build_application(cfg)
     try:
-        asyncio.run(serve(app, cfg, styles))
+        asyncio.run(run_service(app, cfg, styles))
     except InvalidToken:
         raise ConfigError("Telegram refused the token; check TELEGRAM_BOT_TOKEN") from None
     except NetworkError as exc:

@@ -91,7 +91,7 @@ class OpenVinoStylizer:
     pixel (720x1088 took 0.87 s, 720x1080 0.95 s), and which makes fewer shapes.
     On a CPU with bfloat16 units (AMX, AVX-512 BF16) OpenVINO computes in
     bfloat16 by default, 4x faster than its fp32 and 53 dB from it at 720x544
-    (README, "Benchmarks"); elsewhere it computes in fp32. ``precision`` says which.
+    (docs/benchmarks.md); elsewhere it computes in fp32. ``precision`` says which.
     A float16 file's inputs and outputs are converted inside the compiled
     model, so callers pass and get float32 as with any other.
     """

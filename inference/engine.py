@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Backend = Literal["openvino", "onnxruntime", "torchscript", "eager"]
 # OpenVINO first: in bench.speed it is the fastest backend by far, at no
-# visible cost against the reference (README, "Benchmarks", has the numbers).
+# visible cost against the reference (docs/benchmarks.md has the numbers).
 BACKENDS: tuple[str, ...] = ("openvino", "onnxruntime", "torchscript", "eager")
 DEFAULT_BACKEND: Backend = "openvino"
 

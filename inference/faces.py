@@ -23,7 +23,7 @@ from inference.detector import Face
 CROP = 512  # the largest crop, at which face models were trained
 # Crop sizes a scene style draws a face at: the smallest holding it at FACE_DETAIL times its
 # size in the result. A few sizes only, so the compiled shapes are reused from photo to photo.
-# Side by side on group_3_faces (README, "Faces"), Hayao's faces at 384 px look as at 512, and
+# Side by side on group_3_faces (docs/faces.md), Hayao's faces at 384 px look as at 512, and
 # at 256 lose fine lines.
 CROP_SIZES = (256, 384, 512)
 FACE_DETAIL = 1.5
@@ -36,11 +36,11 @@ MAX_FACES = 8
 # A face this tall, as a share of the result's short side, is the picture itself (a selfie:
 # portrait_closeup's is 0.6, group_3_faces' 0.17): a face model drawing it would give every
 # style the same picture, so the style draws it. Smaller faces get the face model.
-SELFIE_SHARE = 0.4
+FACE_FILLS_PICTURE = 0.4
 # Eye distance in the photo below which a face is left to the whole-image pass:
 # a face that small is blown up 6x or more into the crop and comes back as a
 # soft, photo-like patch (an out-of-focus passer-by in town_1280x854, 12 px,
-# did exactly that), while it costs a whole crop's pass (README, "Faces").
+# did exactly that), while it costs a whole crop's pass (docs/faces.md).
 MIN_EYE_PX = 16
 # insightface's ArcFace template (112 px), zoomed out 1.6x about the crop centre
 # so the crop holds hair and chin: eyes land at 47% of the height, the mouth at 70%.
@@ -69,12 +69,12 @@ TEMPLATE_EYE_PX = float(np.linalg.norm(TEMPLATE[1] - TEMPLATE[0]))
 
 def worth_a_pass(face: Face, output_scale: float, face_model: bool = False, result_short: float = 0.0) -> bool:
     """Whether a face gains from its own pass: it must be clear in the photo, and either be
-    drawn by a model made for faces (unless it fills the picture: see SELFIE_SHARE) or come
+    drawn by a model made for faces (unless it fills the picture: see FACE_FILLS_PICTURE) or come
     out smaller in the result than in a crop. ``result_short`` is the result's short side."""
     if face.eye_px < MIN_EYE_PX:
         return False
     if face_model:
-        return (face.box[3] - face.box[1]) * output_scale < SELFIE_SHARE * result_short
+        return (face.box[3] - face.box[1]) * output_scale < FACE_FILLS_PICTURE * result_short
     return face.eye_px * output_scale < TEMPLATE_EYE_PX
 
 

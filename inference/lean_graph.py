@@ -118,7 +118,7 @@ def sub_pixel_upsampling(net: nn.Module) -> nn.Module:
     128-channel maps before its last blocks: folded, OpenVINO needs 211 MB
     instead of 336 MB for Hayao at 720x720 in bfloat16 (344 instead of 594 in
     fp32), at the same speed and within float rounding of the original
-    (README, "Memory"). Only the legacy grid folds exactly; a net on the
+    (docs/benchmarks.md, "Memory"). Only the legacy grid folds exactly; a net on the
     half-pixel grid (the PyTorch-format styles), or any other net, comes back
     unchanged.
     """

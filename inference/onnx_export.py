@@ -1,6 +1,6 @@
 """ONNX export of a generator for OpenVINO and onnxruntime, cached on disk.
 
-Both run this net faster than PyTorch on the CPU (README, "Benchmarks"). The
+Both run this net faster than PyTorch on the CPU (docs/benchmarks.md). The
 exported graph takes and returns NHWC images, as the AnimeGANv3 exports do,
 so one runner serves both. Torch is imported only to make an export: a
 worker that finds its file in the cache never loads it.

@@ -21,7 +21,7 @@ from inference.detector import FaceDetector
 from inference.faces import Framing, face_pass
 from inference.imageio import ImageLimits, decode, encode
 
-# 720 px on the long side, chosen by measurement (README, "Choosing max_side",
+# 720 px on the long side, chosen by measurement (docs/benchmarks.md, "Choosing max_side",
 # has the numbers): smaller outputs look blurry on a phone screen; larger ones
 # cost time super-linearly for strokes no one sees in a chat.
 DEFAULT_MAX_SIDE = 720

@@ -1,7 +1,7 @@
 """Int8 where it keeps quality: static QDQ quantization of the middle convolutions only.
 
 Measured on Hayao at 720 px, 2 cores, against our fp32 onnxruntime export
-(README, "Int8"): every convolution in int8 ran 1.26x faster but lost
+(docs/benchmarks.md, "Int8"): every convolution in int8 ran 1.26x faster but lost
 colour (34 dB worst photo); quantizing the normalisations and activations
 too, onnxruntime's default, gave a purple cast (25.5 dB). Keeping the two
 convolutions at each end in fp32, with percentile calibration, measured

@@ -6,7 +6,7 @@ shimmer. Where the input pixel is the same as in the previous frame (within
 ``threshold``, after a small blur that ignores sensor noise), the output is
 blended with the previous output by ``weight``; where anything moved, the new
 drawing is kept as it is, so motion is never smeared. On still parts this is an
-exponential average over frames; README "Clips" has the measurements.
+exponential average over frames; docs/clips.md has the measurements.
 """
 from __future__ import annotations
 

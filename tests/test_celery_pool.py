@@ -28,7 +28,7 @@ from PIL import Image
 from bot.drawing.celery.wire import (QUEUE, TASK_NAME, WorkerInfo, heartbeat_key, make_celery, order_to_message, task_id_for,
                             write_heartbeat)
 from bot.drawing.celery.pool import CeleryPool
-from bot.drawing.fairqueue import Task
+from bot.drawing.fairqueue import Ticket
 from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
 from inference.engine import exported_onnx
 from inference.generator import Generator
@@ -99,7 +99,7 @@ def pixels(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
 
 
-def one_photo_in_every_style(pool: CeleryPool, job_id: str, seed: int) -> tuple[list[WorkOrder], list[Task]]:
+def one_photo_in_every_style(pool: CeleryPool, job_id: str, seed: int) -> tuple[list[WorkOrder], list[Ticket]]:
     """What "All styles" queues: one job, one photo, a drawing per style, each under its own cache key."""
     photo = synthetic_photo(160, 120, seed=seed)
     sha = hashlib.sha256(photo).hexdigest()

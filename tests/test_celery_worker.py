@@ -21,7 +21,7 @@ from kombu import Exchange, Producer
 
 from bot.drawing.celery.wire import (QUEUE, TASK_NAME, BadMessage, BadOrder, make_celery, order_from_message,
                                      order_to_message, read_workers, result_from_message, result_to_message)
-from bot.drawing.celery.worker import HEARTBEAT_EVERY_S
+from bot.drawing.celery.worker import WORKER_BEAT_S
 from bot.drawing.local.process import Drawer, WorkerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
@@ -253,7 +253,7 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_and_never_logs_the_pa
     try:
         running.wait_for_log("Cannot connect to redis://")
         running.wait_for_log("heartbeat: cannot reach Redis")
-        time.sleep(HEARTBEAT_EVERY_S * 2)  # beats that fail again must not be logged again
+        time.sleep(WORKER_BEAT_S * 2)  # beats that fail again must not be logged again
         server.start()
         running.wait_for_log("heartbeat: Redis is back", 30)
         running.wait_for_log("celery.apps.worker: animebot@", 60)  # "... ready.": connected, consuming

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.drawing.fairqueue import FairQueue, Task
+from bot.drawing.fairqueue import FairQueue, Ticket
 from bot.drawing.local.process import WorkOrder
 from inference.pipeline import ConvertSettings
 
 
-def task(user: int, n: int, cost: float = 1.0) -> Task:
-    return Task(WorkOrder(f"{user}-{n}", b"", "tiny", ConvertSettings()), user, f"{user}-{n}", cost=cost)
+def task(user: int, n: int, cost: float = 1.0) -> Ticket:
+    return Ticket(WorkOrder(f"{user}-{n}", b"", "tiny", ConvertSettings()), user, f"{user}-{n}", cost=cost)
 
 
 def drain(queue: FairQueue) -> list[str]:

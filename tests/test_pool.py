@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.drawing.fairqueue import Task
+from bot.drawing.fairqueue import Ticket
 from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import PoolBusy, WorkerLost
 from bot.drawing.local.process import WorkerSpec, WorkOrder
@@ -44,7 +44,7 @@ async def running(pool: LocalPool) -> AsyncIterator[LocalPool]:
         await pool.close()
 
 
-def submit(pool: LocalPool, n: int, user: int = 1) -> Task:
+def submit(pool: LocalPool, n: int, user: int = 1) -> Ticket:
     """A photo of its own (job ``job-n``): no two tasks are the same image."""
     return pool.submit(WorkOrder(f"job-{n}", synthetic_photo(160, 120, seed=n), "tiny", SETTINGS), user, f"key-{n}")
 

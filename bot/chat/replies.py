@@ -37,7 +37,7 @@ NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most 
 # A face style (made for aligned face crops) says so under a photo whose largest face is smaller than this
 # share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
 # town_1280x854's a twelfth (the scene around it washes out).
-SELFIE_SHARE = 0.12
+SELFIE_NOTE_SHARE = 0.12
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class Replies:
         if d.style not in self.styles.names or self.styles.entry(d.style).look != "face":
             return None
         share = d.result.face_share
-        if share is None or share >= SELFIE_SHARE:
+        if share is None or share >= SELFIE_NOTE_SHARE:
             return None
         name = self.styles.display(d.style, req.lang)
         key = "selfie_no_face" if share == 0 else "selfie_only"

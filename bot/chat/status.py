@@ -20,7 +20,7 @@ from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from bot.drawing.fairqueue import Task
+from bot.drawing.fairqueue import Ticket
 from bot.chat.i18n import t
 from bot.chat.keyboards import cancel_keyboard
 from bot.drawing.pool import Pool
@@ -44,11 +44,11 @@ class Status:
         self.req = req
         self.journal = journal
         self.pool = pool
-        self.tasks: list[Task] = []
+        self.tasks: list[Ticket] = []
         self._sending: asyncio.Task[Message | None] | None = None
         self._watcher: asyncio.Task[None] | None = None
 
-    def add(self, task: Task) -> None:
+    def add(self, task: Ticket) -> None:
         self.tasks.append(task)
         if self._sending is None:
             self._sending = asyncio.create_task(self._send_first())

@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--style", help="installed style name (default: hayao if installed)")
     c.add_argument("--max-side", type=int,
                    help=f"long side of the output, px (default: {DEFAULT_MAX_SIDE} for pictures, a panorama's is "
-                        f"longer, see README; {ClipLimits.max_side} for clips)")
+                        f"longer, see docs/benchmarks.md; {ClipLimits.max_side} for clips)")
     c.add_argument("--format", choices=("jpg", "png", "mp4", "gif"),
                    help="output format: jpg or png for pictures, mp4 or gif for clips (default: from -o, "
                         "else jpg and mp4)")

@@ -32,7 +32,7 @@ from inference.pipeline import Converted
 
 
 @dataclass(eq=False)
-class Task:
+class Ticket:
     """One photo to draw. ``started`` is set when a worker takes it, ``result`` when it is drawn."""
 
     order: WorkOrder
@@ -59,17 +59,17 @@ class Task:
 
 
 class FairQueue:
-    """A priority queue of :class:`Task` by (tag, arrival); a task cancelled while waiting is skipped."""
+    """A priority queue of :class:`Ticket` by (tag, arrival); a task cancelled while waiting is skipped."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Task]] = []
+        self._heap: list[tuple[float, int, Ticket]] = []
         self._seq = itertools.count()
         self._finish: dict[int, float] = {}  # user -> the tag their next task starts at
         self._now = 0.0  # the tag of the task taken last
         self._arrival: asyncio.Future[None] | None = None
-        self._ranks: dict[Task, int] | None = None  # cached order of the waiting tasks
+        self._ranks: dict[Ticket, int] | None = None  # cached order of the waiting tasks
 
-    def put(self, task: Task) -> None:
+    def put(self, task: Ticket) -> None:
         task.tag = max(self._now, self._finish.get(task.user_id, 0.0))
         task.seq = next(self._seq)
         self._finish[task.user_id] = task.tag + task.cost
@@ -78,7 +78,7 @@ class FairQueue:
         if self._arrival is not None and not self._arrival.done():
             self._arrival.set_result(None)
 
-    def pop(self) -> Task | None:
+    def pop(self) -> Ticket | None:
         """The next task to draw, or None if nothing waits."""
         while self._heap:
             tag, _, task = heapq.heappop(self._heap)
@@ -90,7 +90,7 @@ class FairQueue:
             return task
         return None
 
-    def put_back(self, task: Task) -> None:
+    def put_back(self, task: Ticket) -> None:
         """Return a task taken by :meth:`pop` that could not be handed to a worker, in its old place."""
         heapq.heappush(self._heap, (task.tag, task.seq, task))
         self._ranks = None
@@ -108,7 +108,7 @@ class FairQueue:
         if user_id in self._finish:
             self._finish[user_id] = max(self._now, self._finish[user_id] + extra)
 
-    def ahead_of(self, task: Task) -> int:
+    def ahead_of(self, task: Ticket) -> int:
         """How many waiting tasks a worker will take before ``task`` (as things stand: a newcomer
         may still come in front)."""
         if self._ranks is None:
@@ -124,7 +124,7 @@ class FairQueue:
         """Waiting tasks per user, for /stats."""
         return Counter(t.user_id for _, _, t in self._heap if not t.result.done())
 
-    def drop_all(self) -> list[Task]:
+    def drop_all(self) -> list[Ticket]:
         """Empty the queue (a stop); the tasks' jobs stay open in the journal."""
         tasks = [t for _, _, t in self._heap]
         self._heap.clear()

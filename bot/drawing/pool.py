@@ -15,15 +15,15 @@ import abc
 import asyncio
 from dataclasses import dataclass
 
-from bot.drawing.fairqueue import FairQueue, Task
+from bot.drawing.fairqueue import FairQueue, Ticket
 from bot.drawing.local.process import WorkOrder
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 
-FACE_COST = 0.5  # a face pass costs about half a photo (README, "Speed")
+FACE_COST = 0.5  # a face pass costs about half a photo (docs/benchmarks.md, "The face pass")
 # A clip may take this many times the job timeout: 150 frames at 480 px cost about 30 photos at 720.
 CLIP_TIMEOUT_FACTOR = 10
-FRAME_COST = 0.25  # a frame at 480 px, against a photo at 720 (0.27 s against 1.2 s, README "Clips")
+FRAME_COST = 0.25  # a frame at 480 px, against a photo at 720 (0.27 s against 1.2 s, docs/clips.md)
 
 
 class PoolBusy(AnimebotError):
@@ -118,19 +118,19 @@ class Pool(abc.ABC):
         self._reserved += places
         return Reservation(self, places)
 
-    def submit(self, order: WorkOrder, user_id: int, key: str) -> Task:
+    def submit(self, order: WorkOrder, user_id: int, key: str) -> Ticket:
         """Queue a photo, or raise :class:`PoolBusy` when the queue is full."""
         if self.free_slots() < 1:
             raise PoolBusy("the queue is full")
         return self.requeue(order, user_id, key)
 
-    def requeue(self, order: WorkOrder, user_id: int, key: str) -> Task:
+    def requeue(self, order: WorkOrder, user_id: int, key: str) -> Ticket:
         """Queue a photo whatever the bound: for one already promised an answer (after a restart)."""
-        task = Task(order, user_id, key, cost=order_cost(order))
+        task = Ticket(order, user_id, key, cost=order_cost(order))
         self.queue.put(task)
         return task
 
-    def settle(self, task: Task, faces: int, frames: int | None = None) -> None:
+    def settle(self, task: Ticket, faces: int, frames: int | None = None) -> None:
         """Charge the task's user for what the worker really did: its face passes, or for a clip the
         frames it drew rather than the most it could have."""
         extra = FACE_COST * faces
@@ -138,7 +138,7 @@ class Pool(abc.ABC):
             extra += FRAME_COST * frames - task.cost
         self.queue.charge(task.user_id, extra)
 
-    def cancel(self, task: Task) -> None:
+    def cancel(self, task: Ticket) -> None:
         """Stop a task: dropped if it still waits; a clip on a worker is asked to stop, and the worker
         answers "cancelled" at its next frame (a Celery worker hears it with its next heartbeat); a
         photo on a worker is no longer waited for."""
@@ -147,7 +147,7 @@ class Pool(abc.ABC):
         else:
             task.result.cancel()
 
-    def place(self, task: Task) -> int:
+    def place(self, task: Ticket) -> int:
         """How many photos a worker will take before this one (0: it is next)."""
         return self.queue.ahead_of(task)
 
@@ -155,7 +155,7 @@ class Pool(abc.ABC):
         """Let running tasks finish but start no new ones: the first step of a graceful stop."""
         self._paused.set()
 
-    async def _next_task(self) -> Task | None:
+    async def _next_task(self) -> Ticket | None:
         """The next task in fair order, waiting for one; None once the pool is paused."""
         while not self._paused.is_set():
             task = self.queue.pop()
@@ -186,7 +186,7 @@ class Reservation:
         self._pool = pool
         self.places = places
 
-    def submit(self, order: WorkOrder, user_id: int, key: str) -> Task:
+    def submit(self, order: WorkOrder, user_id: int, key: str) -> Ticket:
         if self.places < 1:  # more photos than reserved: queue like anyone else
             return self._pool.submit(order, user_id, key)
         self.places -= 1
@@ -204,7 +204,7 @@ class Reservation:
         self.release()
 
 
-def fail(task: Task, exc: Exception) -> None:
+def fail(task: Ticket, exc: Exception) -> None:
     """End a task with an error, unless its owner already gave up on it."""
     if not task.result.done():
         task.result.set_exception(exc)

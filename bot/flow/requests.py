@@ -48,7 +48,7 @@ class Source:
     @property
     def units(self) -> int:
         """What it counts as against the waiting limit and the daily quota: a photo is one, a clip
-        one per second drawn (a second of clip costs about three photos to draw; README "Clips").
+        one per second drawn (a second of clip costs about three photos to draw; docs/clips.md).
         A clip sent as a file, whose length Telegram does not give, counts one until it is drawn."""
         return max(1, math.ceil(self.seconds or 1)) if self.clip else 1
 

@@ -27,7 +27,7 @@ from bot.service import metrics
 from bot.flow import previews
 from bot.flow.access import Access, Limits, Refusal
 from bot.chat.i18n import t
-from bot.drawing.fairqueue import Task
+from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import Pool, PoolBusy, Reservation
 from bot.chat.replies import Drawn, Replies
 from bot.flow.requests import Failed, Request, Source, StoredRequestError, request_from_json, request_to_json
@@ -56,7 +56,7 @@ class _Job:
 
     task: asyncio.Task[object]
     user_id: int
-    pool_tasks: list[Task] = field(default_factory=list)
+    pool_tasks: list[Ticket] = field(default_factory=list)
     cancelled: bool = False  # its user pressed Cancel
 
     def waiting(self) -> bool:
@@ -620,7 +620,7 @@ class JobRunner:
             self.pool.cancel(task)
         return "cancelling"
 
-    async def _mark_running(self, job_id: str, task: Task) -> None:
+    async def _mark_running(self, job_id: str, task: Ticket) -> None:
         await task.started.wait()
         await self.journal.job_running(job_id)
 

@@ -32,7 +32,7 @@ class Config:
     home: Path
     base_url: str = TELEGRAM_API
     base_file_url: str = TELEGRAM_FILES
-    # One worker using every core, chosen by measurement (README, "Choosing the
+    # One worker using every core, chosen by measurement (docs/benchmarks.md, "Choosing the
     # worker layout", has the numbers): a lone user waits less than with one
     # single-threaded worker per core, for about as many photos a minute and
     # half the memory. load_config() gives each worker an equal share of the

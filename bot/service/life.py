@@ -36,8 +36,8 @@ from bot.updates.webhook import WebhookServer
 log = logging.getLogger("animebot")
 
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
-HEARTBEAT_EVERY_S = 15.0
-HEARTBEAT_STALE_S = 90.0
+HEALTH_BEAT_S = 15.0
+HEALTH_STALE_S = 90.0
 PRUNE_EVERY_S = 3600.0
 
 
@@ -45,7 +45,7 @@ def heartbeat_path(home: Path) -> Path:
     return home / "heartbeat"
 
 
-async def serve(app: Application, cfg: Config, styles: Styles) -> None:
+async def run_service(app: Application, cfg: Config, styles: Styles) -> None:
     """Run the bot until SIGINT or SIGTERM: the whole lifetime, in order."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -160,7 +160,7 @@ async def _chores(st: BotState, home: Path) -> None:
         if time.monotonic() - last_prune > PRUNE_EVERY_S:
             await st.runner.journal.prune()
             last_prune = time.monotonic()
-        await asyncio.sleep(HEARTBEAT_EVERY_S)
+        await asyncio.sleep(HEALTH_BEAT_S)
 
 
 def health(home: Path) -> tuple[bool, str]:
@@ -173,7 +173,7 @@ def health(home: Path) -> tuple[bool, str]:
         return False, f"no heartbeat at {beat}: the bot is not running (or still loading its models)"
     if pid.isdigit() and not _running(int(pid)):
         return False, f"the bot (pid {pid}) is not running: it was killed or crashed"
-    if age > HEARTBEAT_STALE_S:
+    if age > HEALTH_STALE_S:
         return False, f"the last heartbeat is {age:.0f} s old: the bot is stuck or a worker is down"
     return True, f"ok (heartbeat {age:.0f} s ago)"
 

@@ -40,7 +40,7 @@ from kombu.exceptions import KombuError
 from bot.drawing.celery.wire import (RESULT_EXPIRES_S, QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo,
                                      answered_key, cancel_key, make_celery, order_summary, order_to_message,
                                      read_workers, result_from_message, task_id_for)
-from bot.drawing.fairqueue import Task
+from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
 from bot.drawing.local.process import WorkFailed
 from inference.errors import AnimebotError
@@ -70,7 +70,7 @@ class PolledRedisBackend(RedisBackend):
 
 @dataclass(eq=False)
 class _InFlight:
-    task: Task
+    task: Ticket
     task_id: str
     sent_at: float
     seen_at: float  # the last time a live worker's heartbeat named this task (or when it was sent)

@@ -108,7 +108,7 @@ def result_from_message(msg: object) -> Converted | WorkFailed:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """One worker process, as its heartbeat tells the bot (``/status``, and which styles it can send)."""
+    """One worker process, as its heartbeat tells the bot (``/stats``, and which styles it can send)."""
 
     name: str  # the Celery node: animebot@HOST-PID of the worker's main process
     pid: int  # this drawing process

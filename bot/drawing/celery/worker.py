@@ -33,8 +33,8 @@ from inference.errors import AnimebotError
 from weights.provision import provision
 from weights.store import ModelStore, default_style
 
-HEARTBEAT_EVERY_S = 2.0
-HEARTBEAT_TTL_S = 10.0  # a process not heard from for this long is gone (killed, or cut off from Redis)
+WORKER_BEAT_S = 2.0
+WORKER_BEAT_TTL_S = 10.0  # a process not heard from for this long is gone (killed, or cut off from Redis)
 
 log = logging.getLogger("animebot.worker")
 
@@ -141,7 +141,7 @@ class _Pool:
 
 @dataclass
 class _Heartbeat:
-    """This process's :class:`WorkerInfo` in Redis every HEARTBEAT_EVERY_S, and at once when it starts or
+    """This process's :class:`WorkerInfo` in Redis every WORKER_BEAT_S, and at once when it starts or
     ends a drawing. Redis being away is logged when it goes and when it is back, not every beat, and
     never stops the beat or the process."""
 
@@ -172,19 +172,19 @@ class _Heartbeat:
     def run(self) -> None:
         while True:
             self._beat()
-            self._wake.wait(HEARTBEAT_EVERY_S)
+            self._wake.wait(WORKER_BEAT_S)
             self._wake.clear()
 
     def _beat(self) -> None:
         try:
             info = replace(self.info, seen=time.time())
-            write_heartbeat(self.client, info, HEARTBEAT_TTL_S)
+            write_heartbeat(self.client, info, WORKER_BEAT_TTL_S)
             if info.progress is not None and info.task is not None and self.client.exists(cancel_key(info.task)):
                 self.cancel_asked = info.task  # read between frames by the drawing thread
         except Exception as exc:  # Redis away (ConnectionError, TimeoutError...), or anything else: beat on
             if not self._down:
                 log.warning("heartbeat: cannot reach Redis (%s: %s); trying again every %g s", exc.__class__.__name__,
-                            exc, HEARTBEAT_EVERY_S)
+                            exc, WORKER_BEAT_S)
             self._down = True
             return
         if self._down:

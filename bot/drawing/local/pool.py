@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from bot.drawing.fairqueue import Task
+from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
-from bot.drawing.local.process import CANCEL, Loaded, WorkerSpec, WorkFailed, WorkOrder, serve
+from bot.drawing.local.process import CANCEL, Loaded, WorkerSpec, WorkFailed, WorkOrder, worker_main
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
 
@@ -113,7 +113,7 @@ class LocalPool(Pool):
             order = task.order
             task.stop = _stopper(worker.conn)
 
-            def progress(done: int, total: int, task: Task = task) -> None:
+            def progress(done: int, total: int, task: Ticket = task) -> None:
                 loop.call_soon_threadsafe(setattr, task, "progress", (done, total))
 
             try:
@@ -174,7 +174,7 @@ class LocalPool(Pool):
 
     async def _spawn(self, slot: int) -> _Worker:
         parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(target=serve, args=(child, self.spec), name=f"animebot-worker-{slot}", daemon=True)
+        process = self._ctx.Process(target=worker_main, args=(child, self.spec), name=f"animebot-worker-{slot}", daemon=True)
         process.start()
         child.close()
         try:

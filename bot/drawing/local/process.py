@@ -108,7 +108,7 @@ def return_freed_memory() -> None:
     largest block freed so far and keeps later blocks of that size in
     per-thread arenas, so the freed memory stayed counted in the worker's RSS
     and the next pass came on top of it: 20-30 MB more peak per photo with
-    faces (README, "Memory"). Blocks of 1 MB or more are now mapped and
+    faces (docs/benchmarks.md, "Memory"). Blocks of 1 MB or more are now mapped and
     unmapped, and OpenVINO's threads share two arenas.
     """
     if sys.platform.startswith("linux"):
@@ -216,7 +216,7 @@ class Drawer:
         return FaceTools(self._detector, face_model, crop_framing(self.store.entry(face_style)))
 
 
-def serve(conn: Connection, spec: WorkerSpec) -> None:
+def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     """Worker main loop. Sends ``("ready", pid, Loaded)`` or ``("failed", message)`` first."""
     _obey_the_parent_only()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
