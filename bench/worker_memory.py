@@ -23,10 +23,10 @@ DEFAULT = ("group_3_faces.jpg", "town_1280x854.jpg", "portrait_closeup.jpg")
 def child(home: Path, style: str, photos: list[str], fp32: bool) -> None:
     from bench.memory import peak_rss_mb
     from bench.peak import force_fp32
-    from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
+    from inference.drawer import Drawer, DrawerSpec, WorkOrder
     from inference.pipeline import ConvertSettings
 
-    drawer = Drawer(WorkerSpec(home, "openvino", 2, style))
+    drawer = Drawer(DrawerSpec(home, "openvino", 2, style))
     drawer.load()
     if fp32:
         force_fp32(*drawer._models.values())  # before any shape is compiled

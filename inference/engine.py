@@ -160,16 +160,27 @@ def load_detector(store: ModelStore, threads: int | None = None) -> FaceDetector
     return FaceDetector(store.path(store.entry(DETECTOR)), threads, cache_dir=_openvino_cache(store))
 
 
+def face_tools_for(store: ModelStore, style: str, model_for: Callable[[str], Stylizer],
+                   detector_for: Callable[[], FaceDetector]) -> FaceTools | None:
+    """The face pass for ``style``: the detector, and the model that draws its faces (the first
+    installed of its ``face_styles``, else the style itself); None for a style with no face pass
+    (sketch). This is the one place that decides it: the models come from ``model_for`` and the
+    detector from ``detector_for``, so a :class:`~inference.drawer.Drawer` hands in its loaded
+    ones and nothing is loaded twice. ModelError or WeightsError says what is missing."""
+    if not store.entry(style).face_pass:
+        return None
+    face_style = face_style_for(store, style)
+    face_model = model_for(face_style)
+    return FaceTools(detector_for(), face_model, crop_framing(store.entry(face_style)))
+
+
 def load_face_tools(store: ModelStore, model: Stylizer, backend: Backend = DEFAULT_BACKEND,
                     threads: int | None = None) -> FaceTools | None:
-    """The detector, and the model that draws faces for ``model``'s style (``model`` itself, not a
-    second copy, when no face model is installed); None for a style with no face pass (sketch).
-    ModelError or WeightsError says what is missing."""
-    if not store.entry(model.style).face_pass:
-        return None
-    face_style = face_style_for(store, model.style)
-    face_model = model if face_style == model.style else load_stylizer(store, face_style, backend, threads)
-    return FaceTools(load_detector(store, threads), face_model, crop_framing(store.entry(face_style)))
+    """:func:`face_tools_for` ``model``'s style, for a caller that holds one loaded model (tests,
+    bench): ``model`` itself draws the faces, not a second copy, when no face model is installed."""
+    return face_tools_for(store, model.style,
+                          lambda name: model if name == model.style else load_stylizer(store, name, backend, threads),
+                          lambda: load_detector(store, threads))
 
 
 def crop_framing(entry: ModelEntry) -> Framing:

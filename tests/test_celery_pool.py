@@ -29,7 +29,7 @@ from bot.drawing.celery.wire import (QUEUE, TASK_NAME, WorkerInfo, heartbeat_key
                             write_heartbeat)
 from bot.drawing.celery.pool import CeleryPool
 from bot.drawing.fairqueue import Ticket
-from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
+from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.engine import exported_onnx
 from inference.generator import Generator
 from inference.pipeline import ConvertSettings, Converted
@@ -88,7 +88,7 @@ async def celery_pool(url: str) -> AsyncIterator[CeleryPool]:
 
 def drawn_alone(store: ModelStore, order: WorkOrder) -> np.ndarray:
     """What a worker process of the bot's own draws for ``order``, as pixels."""
-    drawer = Drawer(WorkerSpec(store.home, "onnxruntime", 1, order.style))
+    drawer = Drawer(DrawerSpec(store.home, "onnxruntime", 1, order.style))
     drawer.load()
     reply = drawer.draw(order)
     assert isinstance(reply, Converted), reply

@@ -22,7 +22,7 @@ from kombu import Exchange, Producer
 from bot.drawing.celery.wire import (QUEUE, TASK_NAME, BadMessage, BadOrder, make_celery, order_from_message,
                                      order_to_message, read_workers, result_from_message, result_to_message)
 from bot.drawing.celery.worker import WORKER_BEAT_S
-from bot.drawing.local.process import Drawer, WorkerSpec, WorkFailed, WorkOrder
+from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings, Converted
@@ -135,7 +135,7 @@ def test_a_photo_comes_back_drawn_exactly_as_the_bot_s_own_workers_draw_it(
     orders = [WorkOrder(f"job-{name}", shared_photo(name), "hayao", ConvertSettings())
               for name in ("portrait_900x1200.jpg", "portrait_closeup.jpg")]  # the close-up has a face to redraw
     sent = [send(app, order_to_message(order)) for order in orders]
-    drawer = Drawer(WorkerSpec(real_store.home, DEFAULT_BACKEND, THREADS, "hayao"))  # what bot/drawing/pool.py's workers run
+    drawer = Drawer(DrawerSpec(real_store.home, DEFAULT_BACKEND, THREADS, "hayao"))  # what bot/drawing/pool.py's workers run
     drawer.load()
     for order, task in zip(orders, sent):
         here = drawer.draw(order)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.drawing.fairqueue import FairQueue, Ticket
-from bot.drawing.local.process import WorkOrder
+from inference.drawer import WorkOrder
 from inference.pipeline import ConvertSettings
 
 

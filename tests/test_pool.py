@@ -18,7 +18,7 @@ import pytest
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import PoolBusy, WorkerLost
-from bot.drawing.local.process import WorkerSpec, WorkOrder
+from inference.drawer import DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from tests.conftest import synthetic_photo, until, within
 from weights.store import ModelStore
@@ -28,7 +28,7 @@ SETTINGS = ConvertSettings(max_side=96, faces=False)  # 160x120 in, 96x72 out
 
 def new_pool(store: ModelStore, queue_size: int = 4, timeout_s: float = 120) -> LocalPool:
     """One worker on the cached ONNX export of the tiny style, so the worker never imports torch."""
-    return LocalPool(WorkerSpec(store.home, "onnxruntime", 1, "tiny"), size=1, queue_size=queue_size,
+    return LocalPool(DrawerSpec(store.home, "onnxruntime", 1, "tiny"), size=1, queue_size=queue_size,
                       timeout_s=timeout_s)
 
 

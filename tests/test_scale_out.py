@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
+from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from bot.drawing.celery.wire import read_workers
 from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
@@ -135,7 +135,7 @@ def test_private_photos_an_album_and_a_group_anime_are_drawn_by_the_workers(
     # The same pixels the bot's own worker processes draw (they run the same Drawer).
     sent = next(c for c in fake.replies_to(single) if c.method == "sendPhoto")
     got = np.asarray(Image.open(io.BytesIO(fake.sent_file(sent, "photo"))).convert("RGB"))
-    drawer = Drawer(WorkerSpec(cluster.store.home, "openvino", 1, "hayao"))
+    drawer = Drawer(DrawerSpec(cluster.store.home, "openvino", 1, "hayao"))
     drawer.load()
     local = drawer.draw(WorkOrder("local", data, "hayao", ConvertSettings(max_side=MAX_SIDE)))
     want = np.asarray(Image.open(io.BytesIO(local.data)).convert("RGB"))  # type: ignore[union-attr]
@@ -325,7 +325,7 @@ def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
             w.stop()
     styles = {e.display("en"): e.name for e in styles_store.installed("style")}
     assert len(tiles) == len(styles) - 1 and "Hayao" not in [label for label, _ in tiles]
-    drawer = Drawer(WorkerSpec(styles_store.home, "openvino", 1, "hayao"))
+    drawer = Drawer(DrawerSpec(styles_store.home, "openvino", 1, "hayao"))
     drawer.load()
     for label, got in tiles:
         local = drawer.draw(WorkOrder("local", photo, styles[label], ConvertSettings(max_side=MAX_SIDE)))

@@ -88,10 +88,10 @@ WORKER = """
 import json, sys
 from pathlib import Path
 from bench.memory import peak_rss_mb
-from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
+from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 home, style = Path(sys.argv[1]), sys.argv[2]
-drawer = Drawer(WorkerSpec(home, "openvino", 2, style))
+drawer = Drawer(DrawerSpec(home, "openvino", 2, style))
 drawer.load()
 faces = []
 for name in sys.argv[3:]:

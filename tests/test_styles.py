@@ -178,7 +178,7 @@ def test_jp_face_redraws_the_faces_and_leaves_the_rest_of_the_scene_alone(styles
 def test_a_selfie_keeps_its_style_and_sketch_has_no_face_pass(styles_store: ModelStore, shared_photo) -> None:
     """A face that fills the picture is the picture: with jp_face drawing it, every style's selfie came
     out as the same anime face. And sketch's face crops came back as grey patches in its ink."""
-    from bot.drawing.local.process import Drawer, WorkerSpec
+    from inference.drawer import Drawer, DrawerSpec
 
     scene = load_stylizer(styles_store, "shinkai")
     selfie = convert_bytes(shared_photo("portrait_closeup.jpg"), scene, ConvertSettings(fmt="png"),
@@ -186,4 +186,4 @@ def test_a_selfie_keeps_its_style_and_sketch_has_no_face_pass(styles_store: Mode
     alone = convert_bytes(shared_photo("portrait_closeup.jpg"), scene, ConvertSettings(fmt="png", faces=False))
     assert [f["pass"] for f in selfie.faces] == [False] and selfie.data == alone.data
     assert load_face_tools(styles_store, load_stylizer(styles_store, "sketch")) is None
-    assert Drawer(WorkerSpec(styles_store.home, "openvino", 1, "sketch"))._faces("sketch") is None
+    assert Drawer(DrawerSpec(styles_store.home, "openvino", 1, "sketch")).face_tools("sketch") is None

@@ -11,11 +11,11 @@ import json
 import sys
 from pathlib import Path
 
-from inference.backends import Stylizer
 from inference.clip_settings import ClipLimits
 from inference.clips import FORMATS as CLIP_FORMATS
 from inference.clip_settings import ClipSettings
 from inference.clips import ConvertedClip, convert_clip, is_clip
+from inference.drawer import Drawer, DrawerSpec
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
 from weights.store import ModelStore, data_home, default_style
@@ -23,7 +23,6 @@ from weights.store import ModelStore, data_home, default_style
 
 def convert(args: argparse.Namespace) -> int:
     """``animebot convert``: draw each input to a file of its own; one line per input that fails."""
-    from inference.engine import load_stylizer
     from inference.pipeline import convert_bytes
 
     if args.output and len(args.inputs) > 1:
@@ -41,7 +40,8 @@ def convert(args: argparse.Namespace) -> int:
     style = args.style or default_style(store)
     store.require_style(style)
     names = _Names(args, style)
-    model = load_stylizer(store, style, args.backend, args.threads)
+    drawer = Drawer(DrawerSpec(store.home, args.backend, args.threads, style))  # the models, as the bot's workers load them
+    model = drawer.model(style)
     faces: tuple[FaceTools | None, str] | None = None  # loaded with the first picture: clips skip the face pass
     settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt=still_fmt, jpeg_quality=args.quality,
                                faces=args.faces, strength=args.strength, keep_colours=args.keep_colours)
@@ -60,7 +60,7 @@ def convert(args: argparse.Namespace) -> int:
                 _write(dest, moving.data)
                 _report_clip(args, src, dest, moving)
                 continue
-            faces = faces or _face_tools(store, model, args)
+            faces = faces or _face_tools(drawer, style, args)
             face_tools, faces_skipped = faces
             result = convert_bytes(data, model, settings, face_tools)
             _write(dest, result.data)
@@ -183,18 +183,15 @@ def _cannot_write(dest: Path, why: str | None) -> AnimebotError:
     return AnimebotError(f"cannot write {dest}: {why}", code="output")
 
 
-def _face_tools(store: ModelStore, model: Stylizer, args: argparse.Namespace) -> tuple[FaceTools | None, str]:
+def _face_tools(drawer: Drawer, style: str, args: argparse.Namespace) -> tuple[FaceTools | None, str]:
     """The face pass's models, or None and why not (said once here when it was asked for)."""
-    from inference.engine import load_face_tools
-
     if not args.faces:
         return None, "turned off (--no-faces)"
-    try:
-        tools = load_face_tools(store, model, args.backend, args.threads)
-        return tools, "" if tools else f"{model.style} has no face pass (its faces are drawn with the rest)"
-    except AnimebotError as exc:
-        print(f"animebot: {exc.message}; drawing without the face pass", file=sys.stderr)
-        return None, exc.message
+    tools = drawer.face_tools(style)
+    if drawer.face_problem:
+        print(f"animebot: {drawer.face_problem}; drawing without the face pass", file=sys.stderr)
+        return None, drawer.face_problem
+    return tools, "" if tools else f"{style} has no face pass (its faces are drawn with the rest)"
 
 
 def _output_formats(args: argparse.Namespace) -> tuple[str, str]:

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.drawing.local.process import WorkOrder
+from inference.drawer import WorkOrder
 from inference.pipeline import Converted
 
 

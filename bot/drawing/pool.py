@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass
 
 from bot.drawing.fairqueue import FairQueue, Ticket
-from bot.drawing.local.process import WorkOrder
+from inference.drawer import WorkOrder
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+from typing import cast
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.engine import BACKENDS, DEFAULT_BACKEND
+from inference.engine import BACKENDS, DEFAULT_BACKEND, Backend
 from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE
 from weights.store import data_home
@@ -52,7 +53,7 @@ class Config:
     video_max_s: int = 10
     video_max_side: int = 480
     default_style: str | None = None
-    backend: str = DEFAULT_BACKEND
+    backend: Backend = DEFAULT_BACKEND
     admins: frozenset[int] = frozenset()
     cache_bytes: int = 2 << 30
     album_wait_s: float = 1.0
@@ -123,7 +124,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         video_max_s=_int(env, "ANIMEBOT_VIDEO_MAX_S", Config.video_max_s, 1, 60),
         video_max_side=_int(env, "ANIMEBOT_VIDEO_MAX_SIDE", Config.video_max_side, 64, 1280),
         default_style=env.get("ANIMEBOT_STYLE") or None,
-        backend=_choice(env, "ANIMEBOT_BACKEND", Config.backend, BACKENDS),
+        backend=_backend(env),
         admins=_ids(env.get("ANIMEBOT_ADMINS", ""), "ANIMEBOT_ADMINS"),
         cache_bytes=_int(env, "ANIMEBOT_CACHE_MB", Config.cache_bytes >> 20, 1, 1 << 24) << 20,
         fast_styles=_pairs(env.get("ANIMEBOT_FAST_MODE", "")),
@@ -149,7 +150,7 @@ class WorkerConfig:
 
     home: Path
     broker_url: str
-    backend: str = DEFAULT_BACKEND
+    backend: Backend = DEFAULT_BACKEND
     threads: int = 2
     concurrency: int = 1
     job_timeout_s: float = 120.0
@@ -173,7 +174,7 @@ def load_worker_config(environ: Mapping[str, str] | None = None) -> WorkerConfig
     return WorkerConfig(
         home=data_home(env),
         broker_url=broker_url,
-        backend=_choice(env, "ANIMEBOT_BACKEND", WorkerConfig.backend, BACKENDS),
+        backend=_backend(env),
         threads=_int(env, "ANIMEBOT_THREADS", max(1, _cores() // concurrency), 1, 256),
         concurrency=concurrency,
         job_timeout_s=float(_int(env, "ANIMEBOT_JOB_TIMEOUT", int(WorkerConfig.job_timeout_s), 1, 3600)),
@@ -223,6 +224,10 @@ def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str,
     if value not in allowed:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     return value
+
+
+def _backend(env: Mapping[str, str]) -> Backend:
+    return cast(Backend, _choice(env, "ANIMEBOT_BACKEND", DEFAULT_BACKEND, BACKENDS))
 
 
 def _pairs(raw: str) -> tuple[tuple[str, str], ...]:

@@ -42,7 +42,7 @@ from bot.drawing.celery.wire import (RESULT_EXPIRES_S, QUEUE, REDIS_TIMEOUT_S, T
                                      read_workers, result_from_message, task_id_for)
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
-from bot.drawing.local.process import WorkFailed
+from inference.drawer import WorkFailed
 from inference.errors import AnimebotError
 
 log = logging.getLogger("animebot.pool")

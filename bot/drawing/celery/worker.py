@@ -28,7 +28,8 @@ from bot.drawing.celery.wire import (QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadOrder
                             make_celery, order_from_message, result_to_message, write_heartbeat)
 from bot.service.config import WorkerConfig, broker_password
 from bot.service.logs import setup_logging
-from bot.drawing.local.process import Drawer, WorkerSpec, WorkFailed, die_with_parent
+from inference.drawer import Drawer, DrawerSpec, WorkFailed
+from bot.drawing.children import die_with_parent
 from inference.errors import AnimebotError
 from weights.provision import provision
 from weights.store import ModelStore, default_style
@@ -53,7 +54,7 @@ def run_worker(cfg: WorkerConfig) -> int:
     node = f"animebot@{socket.gethostname()}-{os.getpid()}"
     app = make_celery(cfg.broker_url, cfg.job_timeout_s)
     app.conf.broker_connection_max_retries = None  # wait Redis out however long, rather than exit after 100 tries
-    pool = _Pool(WorkerSpec(cfg.home, cfg.backend, cfg.threads, preload), node, cfg.broker_url, os.getpid())
+    pool = _Pool(DrawerSpec(cfg.home, cfg.backend, cfg.threads, preload), node, cfg.broker_url, os.getpid())
 
     @app.task(bind=True, name=TASK_NAME)
     def draw(task: Any, *args: object, **kwargs: object) -> dict[str, object]:
@@ -77,7 +78,7 @@ class _Pool:
     """What the worker's main process gives each pool process; after the fork, that process's own
     Drawer and heartbeat."""
 
-    spec: WorkerSpec
+    spec: DrawerSpec
     node: str
     broker_url: str
     main_pid: int

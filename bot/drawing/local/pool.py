@@ -23,7 +23,8 @@ from multiprocessing.process import BaseProcess
 
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
-from bot.drawing.local.process import CANCEL, Loaded, WorkerSpec, WorkFailed, WorkOrder, worker_main
+from bot.drawing.local.process import Cancel, LoadFailed, Progress, Ready, Stop, Up, worker_main
+from inference.drawer import DrawerSpec, Loaded, WorkFailed, WorkOrder
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
 
@@ -45,7 +46,7 @@ class _Worker:
 class LocalPool(Pool):
     """``size`` worker processes, each drawing one photo at a time."""
 
-    def __init__(self, spec: WorkerSpec, size: int, queue_size: int, timeout_s: float) -> None:
+    def __init__(self, spec: DrawerSpec, size: int, queue_size: int, timeout_s: float) -> None:
         super().__init__(queue_size, timeout_s)
         self.spec = spec
         self._size = size
@@ -178,22 +179,22 @@ class LocalPool(Pool):
         process.start()
         child.close()
         try:
-            ready = await asyncio.wait_for(asyncio.to_thread(parent.recv), START_TIMEOUT_S)
+            ready: Up = await asyncio.wait_for(asyncio.to_thread(parent.recv), START_TIMEOUT_S)
         except (EOFError, OSError, asyncio.TimeoutError):
             process.kill()
             raise AnimebotError(f"worker {slot} did not start (exit code {process.exitcode})", code="worker_start")
-        if ready[0] != "ready":
+        if not isinstance(ready, Ready):
             process.join(STOP_TIMEOUT_S)
-            raise AnimebotError(f"worker {slot} could not load its model: {ready[1]}", code="worker_start")
-        loaded: Loaded = ready[2]
-        log.info("worker %d ready (pid %s, %d thread(s), %s, face pass %s)", slot, ready[1], self.spec.threads,
-                 loaded.engine, loaded.faces)
-        return _Worker(process, parent, loaded)
+            why = ready.message if isinstance(ready, LoadFailed) else f"it said {ready!r}"
+            raise AnimebotError(f"worker {slot} could not load its model: {why}", code="worker_start")
+        log.info("worker %d ready (pid %s, %d thread(s), %s, face pass %s)", slot, ready.pid, self.spec.threads,
+                 ready.loaded.engine, ready.loaded.faces)
+        return _Worker(process, parent, ready.loaded)
 
     @staticmethod
     def _stop(worker: _Worker) -> None:
         try:
-            worker.conn.send(None)
+            worker.conn.send(Stop())
         except OSError:
             pass
         worker.process.join(STOP_TIMEOUT_S)
@@ -207,18 +208,20 @@ def _exchange(conn: Connection, order: WorkOrder, progress: Callable[[int, int],
     """Send one order and wait for its answer, passing on a clip's progress (runs on a pipe thread)."""
     conn.send(order)
     while True:
-        reply = conn.recv()
-        if isinstance(reply, tuple) and reply[0] == "progress":
-            progress(reply[1], reply[2])
-            continue
-        return reply
+        reply: Up = conn.recv()
+        if isinstance(reply, Progress):
+            progress(reply.done, reply.total)
+        elif isinstance(reply, (Converted, WorkFailed)):
+            return reply
+        else:
+            raise OSError(f"the worker said {reply!r} in the middle of an order")
 
 
 def _stopper(conn: Connection) -> Callable[[], None]:
     """How to stop the clip a worker is drawing: a word down its pipe, read between frames."""
     def stop() -> None:
         with contextlib.suppress(OSError):
-            conn.send(CANCEL)
+            conn.send(Cancel())
     return stop
 
 
