@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from bot.chat.i18n import error_text, t
-from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings
+from storage.codec import decode, encode
 
 # 1: before versioning (no "v"); 2: spoilers, albums, button queries, left_out;
 # 3: styles (one photo in several styles), preview sheets, the sample photo as a source
@@ -123,27 +122,16 @@ class StoredRequestError(ValueError):
 
 
 def request_to_json(req: Request) -> str:
-    return json.dumps({"v": REQUEST_VERSION, **asdict(req)})
+    return json.dumps({"v": REQUEST_VERSION, **encode(req)})
 
 
 def request_from_json(text: str) -> Request:
-    """The request a journal row holds, whichever version wrote it."""
+    """The request a journal row holds, whichever version wrote it (storage/codec.py, leniently: an
+    older row lacks newer fields, a newer one may carry fields this version does not know)."""
     try:
         raw = json.loads(text)
-        raw.pop("v", 1)
-        settings = _known(ConvertSettings, raw.pop("settings"))
-        settings["limits"] = ImageLimits(**_known(ImageLimits, settings.get("limits", {})))
-        sources = tuple(Source(**_known(Source, s)) for s in raw.pop("sources"))
-        styles = raw.pop("styles", [])
-        if not isinstance(styles, list) or not all(isinstance(name, str) for name in styles):
-            raise ValueError(f"styles must be a list of names, got {styles!r}")
-        return Request(**_known(Request, raw), sources=sources, settings=ConvertSettings(**settings),
-                       styles=tuple(styles))
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except ValueError as exc:
         raise StoredRequestError(f"{exc.__class__.__name__}: {exc}") from None
-
-
-def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
-    """The fields of ``raw`` that ``cls`` has (a newer version's extras are dropped)."""
-    names = {f.name for f in fields(cls)} - {"sources", "settings", "styles"}
-    return {k: v for k, v in raw.items() if k in names}
+    if isinstance(raw, dict):
+        raw.pop("v", 1)
+    return decode(raw, Request, "request", StoredRequestError, lenient=True)

@@ -1,7 +1,7 @@
 """What the bot and ``animebot worker`` agree on when drawing is scaled out over Celery and Redis.
 
 Both build their Celery app with :func:`make_celery`, send orders and results
-as the plain, versioned dicts made here, and meet in Redis through the
+as the plain, versioned dicts made here (with storage/codec.py, the journal's codec too), and meet in Redis through the
 workers' heartbeats. Messages are msgpack only, and every one is checked
 field by field before it is used: whoever can write to the broker must not
 be able to run code on a worker (pickle) or make it draw something other than
@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import types
-from dataclasses import asdict, dataclass, fields, is_dataclass
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from dataclasses import dataclass
 
 import redis
 from celery import Celery
 
-from bot.drawing.local.process import WorkFailed, WorkOrder
+from inference.drawer import WorkFailed, WorkOrder
 from inference.errors import AnimebotError
 from inference.pipeline import Converted
+from storage.codec import decode, encode
 
 TASK_NAME = "animebot.draw"
 QUEUE = "animebot"
@@ -80,12 +79,12 @@ def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
 
 
 def order_to_message(order: WorkOrder) -> dict[str, object]:
-    return {"v": WIRE_VERSION, **asdict(order)}
+    return {"v": WIRE_VERSION, **encode(order)}
 
 
 def order_from_message(msg: object) -> WorkOrder:
     """The order in ``msg``, or BadOrder if it is not exactly one (fields, types, photo size)."""
-    order = _decode(_unversioned(msg, "order", BadOrder), WorkOrder, "order", BadOrder)
+    order = decode(_unversioned(msg, "order", BadOrder), WorkOrder, "order", BadOrder)
     if len(order.data) > MAX_PHOTO_BYTES:
         raise BadOrder(f"the order's photo is {len(order.data):,} bytes, over the {MAX_PHOTO_BYTES:,} "
                        f"({MAX_PHOTO_BYTES >> 20} MiB) an order may carry")
@@ -93,7 +92,7 @@ def order_from_message(msg: object) -> WorkOrder:
 
 
 def result_to_message(reply: Converted | WorkFailed) -> dict[str, object]:
-    return {"v": WIRE_VERSION, "kind": "failed" if isinstance(reply, WorkFailed) else "converted", **asdict(reply)}
+    return {"v": WIRE_VERSION, "kind": "failed" if isinstance(reply, WorkFailed) else "converted", **encode(reply)}
 
 
 def result_from_message(msg: object) -> Converted | WorkFailed:
@@ -103,7 +102,7 @@ def result_from_message(msg: object) -> Converted | WorkFailed:
     kind = body.pop("kind", None)
     if kind not in kinds:
         raise BadMessage(f"a result's kind must be converted or failed, got {kind!r}")
-    return _decode(body, kinds[kind], "result", BadMessage)
+    return decode(body, kinds[kind], "result", BadMessage)
 
 
 @dataclass(frozen=True)
@@ -158,7 +157,7 @@ def heartbeat_key(info: WorkerInfo) -> str:
 
 def write_heartbeat(client: redis.Redis, info: WorkerInfo, ttl_s: float) -> None:
     """Say that ``info``'s process is alive; Redis forgets it ``ttl_s`` after the last heartbeat."""
-    client.set(heartbeat_key(info), json.dumps(asdict(info)), px=int(ttl_s * 1000))
+    client.set(heartbeat_key(info), json.dumps(encode(info)), px=int(ttl_s * 1000))
 
 
 def read_workers(client: redis.Redis) -> list[WorkerInfo]:
@@ -169,7 +168,7 @@ def read_workers(client: redis.Redis) -> list[WorkerInfo]:
         if raw is None:  # expired since the SCAN
             continue
         try:
-            workers.append(_decode(json.loads(raw), WorkerInfo, "heartbeat", BadMessage))
+            workers.append(decode(json.loads(raw), WorkerInfo, "heartbeat", BadMessage))
         except (ValueError, BadMessage):  # not JSON, or not a heartbeat of this release
             continue
     return sorted(workers, key=lambda w: (w.name, w.pid))
@@ -185,56 +184,3 @@ def _unversioned(msg: object, what: str, error: type[BadMessage]) -> dict[str, o
         raise error(f"the {what} is in format version {version!r}, not {WIRE_VERSION}: the bot and its workers "
                     "must run the same release")
     return body
-
-
-def _decode(value: object, hint: Any, where: str, error: type[BadMessage]) -> Any:
-    """``value`` as the type ``hint`` (a dataclass, or a plain, tuple, list, dict or optional type), built
-    from what msgpack or JSON gives (lists for tuples, maps for dataclasses); ``error`` names the first
-    field that is not exactly so."""
-    origin, args = get_origin(hint), get_args(hint)
-    if isinstance(hint, type) and is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise error(f"{where} must be a map, got {type(value).__name__}")
-        names = [f.name for f in fields(hint)]
-        extra = sorted(str(k) for k in value if k not in names)
-        missing = [n for n in names if n not in value]
-        if extra or missing:
-            raise error(f"{where} has " + "; ".join(
-                ([f"unknown field(s) {', '.join(extra)}"] if extra else [])
-                + ([f"no field(s) {', '.join(missing)}"] if missing else [])))
-        hints = get_type_hints(hint)
-        return hint(**{n: _decode(value[n], hints[n], f"{where}.{n}", error) for n in names})
-    if origin in (Union, types.UnionType):
-        for option in args:
-            try:
-                return _decode(value, option, where, error)
-            except BadMessage:
-                continue
-        raise error(f"{where} must be {' or '.join(_name(a) for a in args)}, got {type(value).__name__}")
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise error(f"{where} must be a list, got {type(value).__name__}")
-        items = args[:1] * len(value) if args[1:] == (Ellipsis,) else args
-        if len(value) != len(items):
-            raise error(f"{where} must have {len(items)} items, got {len(value)}")
-        return tuple(_decode(v, t, f"{where}[{i}]", error) for i, (v, t) in enumerate(zip(value, items)))
-    if origin is list:
-        if not isinstance(value, list):
-            raise error(f"{where} must be a list, got {type(value).__name__}")
-        return [_decode(v, args[0], f"{where}[{i}]", error) for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise error(f"{where} must be a map, got {type(value).__name__}")
-        return {_decode(k, args[0], f"{where} key", error): _decode(v, args[1], f"{where}[{k!r}]", error)
-                for k, v in value.items()}
-    if hint is object:
-        return value
-    if hint is float and isinstance(value, (int, float)) and type(value) is not bool:
-        return float(value)
-    if type(value) is not hint:  # exactly: True is an int to Python, not to us
-        raise error(f"{where} must be {_name(hint)}, got {type(value).__name__}")
-    return value
-
-
-def _name(hint: Any) -> str:
-    return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
