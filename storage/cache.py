@@ -28,7 +28,7 @@ class CachedResult:
     path: Path
     width: int
     height: int
-    photo_file_id: str | None
+    media_file_id: str | None  # Telegram's file id of it sent inline: as a photo, or as the clip it is
     document_file_id: str | None
     face_share: float | None = None  # the largest face's size over the photo's short side (None: not looked for)
 
@@ -82,7 +82,7 @@ class Cache:
     async def get(self, key: str) -> CachedResult | None:
         """The cached result for ``key``, marking it recently used; None if absent or its file is gone."""
         async with self._db.execute(
-            "SELECT filename, width, height, photo_file_id, document_file_id, face_share FROM results WHERE key = ?",
+            "SELECT filename, width, height, media_file_id, document_file_id, face_share FROM results WHERE key = ?",
             (key,),
         ) as cur:
             row = await cur.fetchone()
@@ -117,7 +117,7 @@ class Cache:
         now = time.time()
         await self._db.execute(
             "INSERT OR REPLACE INTO results (key, content_sha256, style, filename, bytes, width, height,"
-            " photo_file_id, document_file_id, created_at, last_used, face_share)"
+            " media_file_id, document_file_id, created_at, last_used, face_share)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?)",
             (key, content_sha256, style, filename, len(data), width, height, now, now, face_share),
         )
@@ -125,13 +125,13 @@ class Cache:
         await self._evict()
         return CachedResult(key, path, width, height, None, None, face_share)
 
-    async def set_file_ids(self, key: str, photo_file_id: str | None = None,
+    async def set_file_ids(self, key: str, media_file_id: str | None = None,
                            document_file_id: str | None = None) -> None:
         """Remember what Telegram called our upload, so a repeat is sent by reference."""
         await self._db.execute(
-            "UPDATE results SET photo_file_id = COALESCE(?, photo_file_id),"
+            "UPDATE results SET media_file_id = COALESCE(?, media_file_id),"
             " document_file_id = COALESCE(?, document_file_id) WHERE key = ?",
-            (photo_file_id, document_file_id, key),
+            (media_file_id, document_file_id, key),
         )
         await self._db.commit()
 

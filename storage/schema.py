@@ -118,7 +118,12 @@ UPDATE users SET last_photo = NULL
  WHERE last_photo IN (SELECT content_sha256 FROM results WHERE filename LIKE '%.mp4');
 """
 
-STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS)
+_MEDIA_FILE_IDS = """
+-- The file id of a result as sent inline: a photo's, or a clip's (an animation, video or video note).
+ALTER TABLE results RENAME COLUMN photo_file_id TO media_file_id;
+"""
+
+STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

@@ -19,14 +19,14 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         assert await cache.get(key) is None
         stored = await cache.put(key, "a" * 64, "hayao", b"JPEGDATA", 720, 480)
         assert stored.path.read_bytes() == b"JPEGDATA"
-        await cache.set_file_ids(key, photo_file_id="PHOTO1")
+        await cache.set_file_ids(key, media_file_id="PHOTO1")
         await cache.set_file_ids(key, document_file_id="DOC1")
         await cache.remember_upload("uniq-1", "a" * 64, "FILE-1")
         await cache.close()
 
         again = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
         hit = await again.get(key)
-        assert hit is not None and (hit.photo_file_id, hit.document_file_id) == ("PHOTO1", "DOC1")
+        assert hit is not None and (hit.media_file_id, hit.document_file_id) == ("PHOTO1", "DOC1")
         assert (hit.width, hit.height) == (720, 480)
         assert await again.content_of("uniq-1") == "a" * 64
         assert await again.content_of("uniq-2") is None

@@ -92,10 +92,10 @@ class Replies:
         for d, msg in sent:
             res = d.result
             media = msg.animation or msg.video or msg.video_note  # a clip's file_id is kept as its "photo" one
-            if d.source.clip and media is not None and media.file_id != res.photo_file_id:
-                await self.cache.set_file_ids(res.key, photo_file_id=media.file_id)
-            if msg.photo and msg.photo[-1].file_id != res.photo_file_id:
-                await self.cache.set_file_ids(res.key, photo_file_id=msg.photo[-1].file_id)
+            if d.source.clip and media is not None and media.file_id != res.media_file_id:
+                await self.cache.set_file_ids(res.key, media_file_id=media.file_id)
+            if msg.photo and msg.photo[-1].file_id != res.media_file_id:
+                await self.cache.set_file_ids(res.key, media_file_id=msg.photo[-1].file_id)
             if msg.document and msg.document.file_id != res.document_file_id:
                 await self.cache.set_file_ids(res.key, document_file_id=msg.document.file_id)
 
@@ -152,7 +152,7 @@ class Replies:
         if missing:
             caption += "\n" + t(req.lang, "preview_missing", count=missing)
         spoiler = any(src.spoiler for src in req.sources)
-        return await self._send_or_upload(req, sheet.photo_file_id, sheet, lambda photo: self.bot.send_photo(
+        return await self._send_or_upload(req, sheet.media_file_id, sheet, lambda photo: self.bot.send_photo(
             req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
             has_spoiler=spoiler))
 
@@ -199,7 +199,7 @@ class Replies:
         markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang)
         # "All styles" with only one style drawn still says which style it is
         caption = self._named_caption(req, d) if len(req.drawn_styles) > 1 else self._caption(req, [d])
-        return await self._send_or_upload(req, d.result.photo_file_id, d.result, lambda photo: self.bot.send_photo(
+        return await self._send_or_upload(req, d.result.media_file_id, d.result, lambda photo: self.bot.send_photo(
             req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
             has_spoiler=d.source.spoiler))
 
@@ -210,16 +210,16 @@ class Replies:
         res = d.result
         replying = reply_to(req)
         if d.kind == "video_note":
-            sent = await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_video_note(
+            sent = await self._send_or_upload(req, res.media_file_id, res, lambda clip: self.bot.send_video_note(
                 req.chat_id, clip, length=min(res.width, res.height), reply_parameters=replying))
             if caption:
                 await self.say(req, caption)
             return sent
         if d.kind == "animation":
-            return await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_animation(
+            return await self._send_or_upload(req, res.media_file_id, res, lambda clip: self.bot.send_animation(
                 req.chat_id, clip, width=res.width, height=res.height, caption=caption, has_spoiler=d.source.spoiler,
                 filename=f"anime-{d.style}.mp4", reply_parameters=replying))
-        return await self._send_or_upload(req, res.photo_file_id, res, lambda clip: self.bot.send_video(
+        return await self._send_or_upload(req, res.media_file_id, res, lambda clip: self.bot.send_video(
             req.chat_id, clip, width=res.width, height=res.height, caption=caption, supports_streaming=True,
             has_spoiler=d.source.spoiler, filename=f"anime-{d.style}.mp4", reply_parameters=replying))
 
@@ -240,8 +240,8 @@ class Replies:
             return self._named_caption(req, d)
 
         async def photo(d: Drawn, by_reference: bool) -> str | bytes:
-            if by_reference and d.result.photo_file_id:
-                return d.result.photo_file_id
+            if by_reference and d.result.media_file_id:
+                return d.result.media_file_id
             return await asyncio.to_thread(d.result.path.read_bytes)
 
         async def media(by_reference: bool) -> list[InputMediaPhoto]:
