@@ -21,7 +21,7 @@ from PIL import Image
 
 from bot.flow.access import Access, Limits
 from bot.chat.i18n import t
-from bot.flow.runner import face_share
+from bot.flow.results import face_share
 from bot.chat.keyboards import (ALBUM_MAX, ALL_STYLES, FULL_SIZE, PREVIEW_MINE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE,
                            album_styles, result_keyboard, style_keyboard, style_menu_text)
 from bot.flow.previews import PREVIEW_SETTINGS, compose, layout, sheet_key

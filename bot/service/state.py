@@ -19,13 +19,14 @@ from bot.updates.albums import AlbumCollector
 from bot.chat.context import BotState
 from bot.service.config import Config
 from inference.clip_settings import ClipLimits
+from bot.flow.admission import FlowSettings
 from bot.flow.runner import JobRunner
 from bot.chat.photos import on_album
 from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import Pool
 from bot.chat.replies import Replies
 from bot.styles import Styles
-from bot.drawing.local.process import WorkerSpec
+from inference.drawer import DrawerSpec
 from storage.buttons import ResultButtons
 from storage.cache import Cache
 from storage.journal import Journal
@@ -60,9 +61,10 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     access = Access(cfg.admins, cfg.allowlist)
     limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
     buttons = ResultButtons(cache.db)
-    runner = JobRunner(app.bot, pool, cache, journal, styles, Replies(app.bot, cache, buttons, styles, cfg.video_max_s),
-                       cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
-                       ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
+    settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
+                            ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
+    replies = Replies(app.bot, cache, buttons, styles, cfg.video_max_s)
+    runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     st = BotState(runner, cache, buttons, styles, albums, access)
     app.bot_data.state = st
@@ -79,7 +81,7 @@ def _pool(cfg: Config, styles: Styles) -> Pool:
         from bot.drawing.celery.pool import CeleryPool  # Celery is only imported by bots that use it
 
         return CeleryPool(cfg.broker_url, cfg.queue_size, cfg.job_timeout_s)
-    return LocalPool(WorkerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
+    return LocalPool(DrawerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
                      cfg.workers, cfg.queue_size, cfg.job_timeout_s)
 
 

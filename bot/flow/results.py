@@ -1,0 +1,283 @@
+"""One photo's result in one style: from the cache, from the same drawing under way, or drawn.
+
+Drawn means: downloaded once for all of a request's styles, hashed, queued
+on a worker, waited for, and stored in the cache under a key made of the
+photo's hash, the style and everything else that decides the pixels
+(:meth:`Results.version`). A photo forwarded to the bot by many people at
+once is drawn once: later requests wait for the drawing under way.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import time
+from dataclasses import replace
+
+from telegram import Bot
+from telegram.error import BadRequest, NetworkError
+
+from bot.chat.replies import Drawn
+from bot.chat.retry import retrying
+from bot.chat.status import Status
+from bot.drawing.fairqueue import Ticket
+from bot.drawing.pool import Pool, PoolBusy, Reservation
+from bot.flow import previews
+from bot.flow.admission import Admission, FlowSettings
+from bot.flow.requests import Failed, Request, Source
+from bot.flow.running import RunningJob
+from bot.service import metrics
+from bot.styles import Styles
+from inference import clip_io
+from inference.clip_settings import ClipSettings
+from inference.clips import is_clip
+from inference.drawer import WorkOrder
+from inference.errors import AnimebotError
+from inference.pipeline import Converted
+from storage.cache import Cache, CachedResult, result_key
+from storage.journal import Journal
+
+log = logging.getLogger("animebot.jobs")
+
+DOWNLOAD_LIMIT = 20 * 1024 * 1024  # the Bot API's getFile limit
+CLIP_REVISION = 1  # raise when a change to the clip pipeline changes its results (a new cache key)
+
+Fetched = dict[Source, "asyncio.Task[bytes]"]  # each photo of a request downloaded once, however many styles
+
+
+class Results:
+    """Looks results up in the cache, and has the workers draw the rest."""
+
+    def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles,
+                 settings: FlowSettings, admission: Admission) -> None:
+        self.bot = bot
+        self.pool = pool
+        self.cache = cache
+        self.journal = journal
+        self.styles = styles
+        self.clip_limits = settings.clip_limits
+        self.admission = admission
+        self._drawing: dict[str, asyncio.Future[CachedResult]] = {}  # result key -> its drawing, shared
+
+    async def needs(self, req: Request) -> list[bool]:
+        """For each drawing of the request, whether it must be drawn (neither cached nor being drawn);
+        none for a preview whose sheet is cached."""
+        shas = {src: await self.known_sha(src) for src in req.sources}
+        if req.preview and (sha := shas[req.sources[0]]) and await self.cache.has(previews.sheet_key_of(self.styles,
+                                                                                                        req, sha)):
+            return [False] * len(req.items)
+        needs = []
+        for src, style in req.items:
+            sha = shas[src]
+            if style not in self.styles.names:  # uninstalled since the request was made: it will fail, not draw
+                needs.append(False)
+                continue
+            key = result_key(sha, style, self.version(src, style, req)) if sha else None
+            needs.append(key is None or (key not in self._drawing and not await self.cache.has(key)))
+        return needs
+
+    async def known_sha(self, src: Source) -> str | None:
+        """The photo's content hash without downloading it: given (a redraw), or from a file Telegram
+        sent us before (same ``file_unique_id``)."""
+        return src.sha256 or (await self.cache.content_of(src.file_unique_id) if src.file_unique_id else None)
+
+    async def known(self, key: str) -> CachedResult | None:
+        """The result for ``key`` from the cache, or from the same photo being drawn right now
+        (a photo forwarded to the bot by many people at once is drawn once)."""
+        if hit := await self.cache.get(key):
+            await self.cache.bump("cache_hits")
+            return hit
+        if (drawing := self._drawing.get(key)) is not None:
+            await self.cache.bump("cache_hits")
+            return await asyncio.shield(drawing)
+        return None
+
+    async def result(self, req: Request, src: Source, style: str, job: RunningJob, status: Status,
+                     reservation: Reservation | None, fetched: Fetched) -> Drawn:
+        """One photo's result in one style, from the cache, from the same drawing under way, or drawn.
+
+        A new request has its queue places reserved (at take-on); a
+        recovered one was promised an answer, so it waits for room instead.
+        """
+        if style not in self.styles.names:  # a recovered request of a style uninstalled since
+            raise Failed("style_unavailable")
+        sha = await self.known_sha(src)
+        version = self.version(src, style, req)
+        if sha and (known := await self.known(result_key(sha, style, version))):
+            return Drawn(src, sha, style, known, from_cache=True)
+        data = await self.data(req, src, fetched)
+        sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+        if src.file_unique_id:
+            await self.cache.remember_upload(src.file_unique_id, sha, src.file_id)
+        kind = await asyncio.to_thread(_kind_of, src, data)
+        if req.preview and kind != "photo":  # a last "photo" remembered by an older release: a clip
+            raise Failed("preview_needs_photo")
+        if kind != src.kind:  # a GIF or video sent as a file, or a one-frame GIF: its bytes decide
+            src = replace(src, kind=kind, seconds=None)  # a clip's length is read from its header, below
+            version = self.version(src, style, req)
+        key = result_key(sha, style, version)
+        if known := await self.known(key):
+            return Drawn(src, sha, style, known, from_cache=True)
+        measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
+        with self.admission.counted(req.user_id, measured.units - src.units if req.units else 0):
+            return await self._draw_shared(req, measured, style, key, sha, data, job, status, reservation)
+
+    async def data(self, req: Request, src: Source, fetched: Fetched) -> bytes:
+        """The photo's bytes, downloaded once for all of a request's drawings of it."""
+        if src not in fetched:
+            fetched[src] = asyncio.ensure_future(self._download(req, src))
+        return await fetched[src]
+
+    def version(self, src: Source, style: str, req: Request) -> str:
+        """What besides the bytes and the style decides the result: the drawing settings, and for a
+        clip how it is sent and the limits it is drawn under."""
+        version = self.styles.version(style, req.settings)
+        if not src.clip:
+            return version
+        limits = self.clip_limits
+        return f"{version}|{src.kind}:{limits.max_seconds:g}s:{limits.max_fps:g}fps:{limits.max_side}px:{CLIP_REVISION}"
+
+    async def _draw_shared(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes,
+                           job: RunningJob, status: Status, reservation: Reservation | None) -> Drawn:
+        """Draw it, letting any request that wants the same result meanwhile wait for this drawing."""
+        drawing = asyncio.get_running_loop().create_future()
+        drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
+        self._drawing[key] = drawing
+        try:
+            stored, animated, units, notes = await self._draw(req, src, style, key, sha, data, job, status,
+                                                              reservation)
+            drawing.set_result(stored)
+            return Drawn(src, sha, style, stored, from_cache=False, animated=animated, units=units, notes=notes)
+        except asyncio.CancelledError:
+            drawing.cancel()
+            raise
+        except BaseException as exc:
+            drawing.set_exception(exc)
+            raise
+        finally:
+            del self._drawing[key]
+
+    async def _measured(self, req: Request, src: Source, data: bytes) -> Source:
+        """A clip whose length Telegram did not give (one sent as a file), with the length its header
+        gives, once that fits what is left of the user's quota and waiting limit; :class:`Failed`
+        with the numbers when it does not."""
+        try:
+            info = await asyncio.to_thread(clip_io.probe, data)
+        except AnimebotError as exc:
+            raise Failed(exc.code, exc.message) from None
+        cap = self.clip_limits.max_seconds
+        measured = replace(src, seconds=min(info.seconds, cap) if info.seconds > 0 else cap)
+        await self.admission.weigh_clip(req, src, measured)
+        return measured
+
+    async def _draw(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes, job: RunningJob,
+                    status: Status, reservation: Reservation | None) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
+        """Queue the photo or clip on a worker, wait for it, and store the result; also whether it was an
+        animated picture (its first frame drawn), how many photos of the quota it counts as, and what a
+        clip's caption must say (cut short, sound lost)."""
+        order = WorkOrder(req.job_id, data, style, req.settings, self._clip_settings(src, req) if src.clip else None)
+        try:
+            if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
+                ticket = self.pool.requeue(order, req.user_id, key)
+            else:
+                ticket = reservation.submit(order, req.user_id, key)
+        except PoolBusy:
+            raise Failed("busy") from None
+        job.tickets.append(ticket)
+        if req.chat_id > 0:  # private chats only: in a group it would be noise, and eat
+            status.add(ticket)  # into Telegram's 20 messages a minute per group
+        marking = asyncio.create_task(self._mark_running(req.job_id, ticket))
+        try:
+            converted = await ticket.result
+        except AnimebotError as exc:
+            await self.cache.bump(f"error:{exc.code}")
+            raise Failed(exc.code, exc.message) from None
+        except asyncio.CancelledError:
+            if ticket.result.cancelled() and job.cancelled:  # Cancel pressed while it waited
+                raise Failed("cancelled") from None
+            raise
+        finally:
+            marking.cancel()
+        drawing_s = time.monotonic() - ticket.queued_at - ticket.waited_s
+        metrics.WAITING_S.observe(ticket.waited_s)
+        metrics.DRAWING_S.observe(drawing_s)
+        w, h = converted.output_size
+        clip = converted.clip
+        stored = await self.cache.put(key, sha, style, converted.data, w, h, suffix=".mp4" if clip else ".jpg",
+                                      face_share=face_share(converted))
+        await self.cache.bump("converted")
+        await self.cache.count_photo(req.user_id)
+        passes = sum(1 for f in converted.faces if f["pass"])
+        self.pool.settle(ticket, passes, clip.drawn if clip else None)
+        if clip is not None:
+            log.info("job %s: %s clip %dx%d -> %dx%d, %d frames (%d drawn) at %g fps, %.1f s%s, sound %s, waited "
+                     "%.2f s, drawn in %.2f s (model %.2f s)", req.job_id, style, *converted.input_size, w, h,
+                     converted.frames, clip.drawn, clip.fps, clip.seconds, " (cut)" if clip.trimmed else "",
+                     clip.sound or "none", ticket.waited_s, drawing_s, converted.timings["model_s"])
+            notes = (("trimmed",) if clip.trimmed else ()) + (("silent",) if clip.sound == "damaged" else ())
+            return stored, False, max(1, math.ceil(clip.seconds)), notes
+        # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
+        # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
+        log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "
+                 "%d face pass(es) %.2f s)", req.job_id, style, *converted.input_size, w, h, ticket.waited_s,
+                 drawing_s, sum(converted.timings.values()), converted.timings["model_s"], passes,
+                 converted.timings.get("faces_s", 0.0))
+        return stored, converted.frames > 1, 1, ()
+
+    def _clip_settings(self, src: Source, req: Request) -> ClipSettings:
+        return ClipSettings(self.clip_limits, "mp4", sound=src.kind != "animation", strength=req.settings.strength,
+                            keep_colours=req.settings.keep_colours)
+
+    async def _mark_running(self, job_id: str, ticket: Ticket) -> None:
+        await ticket.started.wait()
+        await self.journal.job_running(job_id)
+
+    async def _download(self, req: Request, src: Source) -> bytes:
+        """The photo's bytes; network trouble is retried, and what cannot be fetched is a Failed."""
+        if src.sample:  # the registry's sample photo, from the model store
+            if self.styles.sample is None:
+                raise Failed("internal")
+            return await asyncio.to_thread(self.styles.sample.read_bytes)
+        if src.file_size and src.file_size > DOWNLOAD_LIMIT:
+            raise Failed("file_too_big", size_mb=src.file_size / 2**20)
+        try:
+            file = await retrying(f"job {req.job_id}: getFile", lambda: self.bot.get_file(src.file_id))
+            if file.file_size and file.file_size > DOWNLOAD_LIMIT:
+                raise Failed("file_too_big", size_mb=file.file_size / 2**20)
+            data = bytes(await retrying(f"job {req.job_id}: download", file.download_as_bytearray))
+        except BadRequest as exc:
+            if "too big" in exc.message.lower():
+                raise Failed("file_too_big", size_mb=(src.file_size or DOWNLOAD_LIMIT) / 2**20) from None
+            log.warning("job %s: getFile refused: %s", req.job_id, exc.message)
+            raise Failed("download_failed") from None
+        except NetworkError as exc:
+            log.warning("job %s: download failed: %s", req.job_id, exc.message)
+            raise Failed("download_failed") from None
+        if len(data) > DOWNLOAD_LIMIT:  # sizes given beforehand are optional: the bytes decide, for every pool
+            raise Failed("file_too_big", size_mb=len(data) / 2**20)
+        return data
+
+
+def _kind_of(src: Source, data: bytes) -> str:
+    """What a downloaded file is: a still picture, or a clip (sent back as a video, or as a silent
+    animation if it came as a GIF); Telegram's own clips keep the kind Telegram gave them."""
+    if src.kind in ("video", "video_note"):
+        return src.kind
+    if not is_clip(data):
+        return "photo"
+    return "animation" if src.kind == "animation" or data[:3] == b"GIF" else "video"
+
+
+def face_share(converted: Converted) -> float | None:
+    """How much of the photo its largest face fills: the face box's long side over the photo's short
+    side (0: no face found); None when no detector looked (the face pass off, or not installed)."""
+    if "detect_s" not in converted.timings:
+        return None
+    sides = []
+    for face in converted.faces:
+        box = face.get("box")
+        if isinstance(box, (list, tuple)) and len(box) == 4:
+            x0, y0, x1, y1 = (float(v) for v in box)
+            sides.append(max(x1 - x0, y1 - y0))
+    return max(sides, default=0.0) / max(1, min(converted.input_size))

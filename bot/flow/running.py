@@ -1,0 +1,67 @@
+"""The jobs being answered right now: each one's coroutine and its photos in the pool.
+
+Kept apart so that the Cancel button, the drawing of each photo and the
+graceful stop all see the same table.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from bot.drawing.fairqueue import Ticket
+from bot.drawing.pool import Pool
+
+
+@dataclass
+class RunningJob:
+    """A request being answered now: its coroutine's task and its photos in the pool."""
+
+    task: asyncio.Task[object]
+    user_id: int
+    tickets: list[Ticket] = field(default_factory=list)
+    cancelled: bool = False  # its user pressed Cancel
+
+    def waiting(self) -> bool:
+        """Whether a photo of it is still queued, not yet on a worker."""
+        return any(not t.started.is_set() and not t.result.done() for t in self.tickets)
+
+
+class RunningJobs:
+    """Every job being answered, by job id."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self._jobs: dict[str, RunningJob] = {}
+
+    @contextlib.contextmanager
+    def running(self, job_id: str, user_id: int) -> Iterator[RunningJob]:
+        """The current task answers ``job_id`` while the block runs."""
+        current = asyncio.current_task()
+        assert current is not None, "a job is answered by a task of its own"
+        job = self._jobs[job_id] = RunningJob(current, user_id)
+        try:
+            yield job
+        finally:
+            del self._jobs[job_id]
+
+    def all(self) -> list[RunningJob]:
+        return list(self._jobs.values())
+
+    def cancel(self, job_id: str, user_id: int) -> str:
+        """The Cancel button: stop a job's drawing (queued, or a clip on a local worker). Returns what to
+        tell the presser: ``cancelling``, ``cancelling_already``, ``not_your_job`` or ``job_gone``."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return "job_gone"
+        if job.user_id != user_id:
+            return "not_your_job"
+        if job.cancelled:  # pressed again before the worker stopped, or while the answer goes out
+            return "cancelling_already"
+        if all(t.result.done() for t in job.tickets):
+            return "job_gone"
+        job.cancelled = True
+        for ticket in job.tickets:
+            self.pool.cancel(ticket)
+        return "cancelling"
