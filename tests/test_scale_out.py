@@ -237,7 +237,7 @@ def test_the_bot_killed_mid_burst_answers_everything_after_its_restart(cluster: 
     fake = cluster.fake
     sent = burst(fake, 5300, 8)
     # Killed once a photo is answered and recorded so (a kill between the two repeats that answer:
-    # the one window the README owns up to), with the others on workers and waiting.
+    # the one window docs/behaviour.md owns up to), with the others on workers and waiting.
     fake.wait_for(lambda: any(jobs_for(cluster.bot.home, m) == ["done"] for m in sent), 300)
     cluster.bot.kill9()
     # Two workers finish two photos within milliseconds of each other, so the kill can land on a

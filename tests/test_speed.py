@@ -110,7 +110,7 @@ def run_worker(home: Path, style: str, *photos: str) -> dict[str, object]:
 
 def test_a_worker_drawing_faces_peaks_at_one_pass_not_the_sum(styles_store: ModelStore) -> None:
     """Hayao with jp_face faces, on two photos of different shapes: about 430 MB measured in
-    bfloat16 and 560 MB in fp32 (README, "Memory"), against 670 and 850 before the detector left
+    bfloat16 and 560 MB in fp32 (docs/benchmarks.md, "Memory"), against 670 and 850 before the detector left
     insightface and the upsampling was folded, and 1.4 GB when every compiled shape stayed. The
     bound leaves room for other CPUs and library versions, not for either of those again."""
     from inference.engine import exported_onnx
