@@ -10,6 +10,9 @@ longer, so the result lasts as long as the input did.
 
 Everything the header declares is checked before any frame is decoded, and
 every failure is a :class:`ClipError` whose message can go to the user as it is.
+
+It is over 300 lines because reading and writing share one set of checks and
+one idea of a clip's clock; split, each half would need the other's details.
 """
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 A user's language is what they chose with /lang, else what their Telegram
 client reports (``language_code``), else English. Image errors are looked up
 by their stable code, so the engine's English text is only a fallback.
+
+It is over 300 lines because it is one table per language, kept together so
+that a translator sees every sentence, and a missing one, in one file.
 """
 from __future__ import annotations
 

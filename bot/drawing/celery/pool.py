@@ -22,6 +22,9 @@ idempotency key, so whatever is delivered twice is answered once.
 Every blocking Redis or Celery call runs on one thread of its own, so the
 event loop never waits on the network, and the number of threads and
 connections does not grow with the number of users.
+
+It is over 300 lines because the dispatch, the result polling and the resend
+decision share the in-flight table and must be read together.
 """
 from __future__ import annotations
 
