@@ -44,12 +44,12 @@ class Status:
         self.req = req
         self.journal = journal
         self.pool = pool
-        self.tasks: list[Ticket] = []
+        self.tickets: list[Ticket] = []
         self._sending: asyncio.Task[Message | None] | None = None
         self._watcher: asyncio.Task[None] | None = None
 
-    def add(self, task: Ticket) -> None:
-        self.tasks.append(task)
+    def add(self, ticket: Ticket) -> None:
+        self.tickets.append(ticket)
         if self._sending is None:
             self._sending = asyncio.create_task(self._send_first())
             self._watcher = asyncio.create_task(self._watch(self._sending))
@@ -57,19 +57,19 @@ class Status:
     def _ahead(self) -> int | None:
         """Photos before this request's first waiting one; None once one of its photos is being drawn,
         or is next while a worker is free (it starts at once)."""
-        if any(task.started.is_set() for task in self.tasks):
+        if any(ticket.started.is_set() for ticket in self.tickets):
             return None
-        waiting = [task for task in self.tasks if not task.result.done()]
+        waiting = [ticket for ticket in self.tickets if not ticket.result.done()]
         if not waiting:
             return None
-        ahead = min(self.pool.place(task) for task in waiting)
+        ahead = min(self.pool.place(ticket) for ticket in waiting)
         return None if ahead == 0 and self.pool.running < self.pool.size else ahead
 
     @property
     def _clip(self) -> bool:
         """Whether a clip is drawn: as its bytes turned out, not as the message said (a GIF file of
         one frame is a picture, and gets no Cancel button)."""
-        return any(task.order.clip is not None for task in self.tasks)
+        return any(ticket.order.clip is not None for ticket in self.tickets)
 
     def _markup(self) -> InlineKeyboardMarkup | None:
         return cancel_keyboard(self.req.job_id, self.req.lang) if self._clip else None
@@ -77,7 +77,7 @@ class Status:
     def _text(self, ahead: int | None) -> str:
         """The status for ``ahead`` photos before this request's (None: drawing)."""
         lang, count = self.req.lang, len(self.req.items)
-        progress = next((task.progress for task in self.tasks if task.progress), None)
+        progress = next((ticket.progress for ticket in self.tickets if ticket.progress), None)
         if ahead is None and progress is not None:
             return t(lang, "clip_drawing", done=progress[0], total=progress[1])
         if self.req.preview:

@@ -2,7 +2,7 @@
 
 :class:`Pool` owns the waiting photos (a :class:`~bot.drawing.fairqueue.FairQueue`),
 the bound on how many may wait, and the places reserved for photos still
-being downloaded. Subclasses only move tasks from that queue to workers as
+being downloaded. Subclasses only move tickets from that queue to workers as
 they have room: :class:`bot.drawing.local.pool.LocalPool` to the bot's own
 processes (the default), :class:`bot.drawing.celery.pool.CeleryPool` to
 ``animebot worker`` processes through Celery. Because the queue stays here,
@@ -31,7 +31,7 @@ class PoolBusy(AnimebotError):
 
 
 class WorkerLost(AnimebotError):
-    """The worker running a task crashed or hung; the task is not retried."""
+    """The worker running a ticket crashed or hung; the ticket is not retried."""
 
     code = "worker_lost"
 
@@ -68,7 +68,7 @@ class Pool(abc.ABC):
         self.timeout_s = timeout_s
         self.queue = FairQueue()
         self._reserved = 0  # queue places promised to requests still downloading
-        self._paused = asyncio.Event()  # set: no new task goes to a worker (shutting down)
+        self._paused = asyncio.Event()  # set: no new ticket goes to a worker (shutting down)
 
     # --- what subclasses provide ---------------------------------------------------------
 
@@ -78,7 +78,7 @@ class Pool(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None:
-        """Stop taking tasks, drop what waits (its jobs stay in the journal), let go of the workers."""
+        """Stop taking tickets, drop what waits (its jobs stay in the journal), let go of the workers."""
 
     @property
     @abc.abstractmethod
@@ -126,41 +126,41 @@ class Pool(abc.ABC):
 
     def requeue(self, order: WorkOrder, user_id: int, key: str) -> Ticket:
         """Queue a photo whatever the bound: for one already promised an answer (after a restart)."""
-        task = Ticket(order, user_id, key, cost=order_cost(order))
-        self.queue.put(task)
-        return task
+        ticket = Ticket(order, user_id, key, cost=order_cost(order))
+        self.queue.put(ticket)
+        return ticket
 
-    def settle(self, task: Ticket, faces: int, frames: int | None = None) -> None:
-        """Charge the task's user for what the worker really did: its face passes, or for a clip the
+    def settle(self, ticket: Ticket, faces: int, frames: int | None = None) -> None:
+        """Charge the ticket's user for what the worker really did: its face passes, or for a clip the
         frames it drew rather than the most it could have."""
         extra = FACE_COST * faces
         if frames is not None:
-            extra += FRAME_COST * frames - task.cost
-        self.queue.charge(task.user_id, extra)
+            extra += FRAME_COST * frames - ticket.cost
+        self.queue.charge(ticket.user_id, extra)
 
-    def cancel(self, task: Ticket) -> None:
-        """Stop a task: dropped if it still waits; a clip on a worker is asked to stop, and the worker
+    def cancel(self, ticket: Ticket) -> None:
+        """Stop a ticket: dropped if it still waits; a clip on a worker is asked to stop, and the worker
         answers "cancelled" at its next frame (a Celery worker hears it with its next heartbeat); a
         photo on a worker is no longer waited for."""
-        if task.stop is not None:
-            task.stop()
+        if ticket.stop is not None:
+            ticket.stop()
         else:
-            task.result.cancel()
+            ticket.result.cancel()
 
-    def place(self, task: Ticket) -> int:
+    def place(self, ticket: Ticket) -> int:
         """How many photos a worker will take before this one (0: it is next)."""
-        return self.queue.ahead_of(task)
+        return self.queue.ahead_of(ticket)
 
     def pause(self) -> None:
-        """Let running tasks finish but start no new ones: the first step of a graceful stop."""
+        """Let running tickets finish but start no new ones: the first step of a graceful stop."""
         self._paused.set()
 
-    async def _next_task(self) -> Ticket | None:
-        """The next task in fair order, waiting for one; None once the pool is paused."""
+    async def _next_ticket(self) -> Ticket | None:
+        """The next ticket in fair order, waiting for one; None once the pool is paused."""
         while not self._paused.is_set():
-            task = self.queue.pop()
-            if task is not None:
-                return task
+            ticket = self.queue.pop()
+            if ticket is not None:
+                return ticket
             arrival = asyncio.ensure_future(self.queue.arrival())
             pausing = asyncio.ensure_future(self._paused.wait())
             try:
@@ -171,8 +171,8 @@ class Pool(abc.ABC):
         return None
 
     def _drop_waiting(self) -> None:
-        for task in self.queue.drop_all():
-            task.result.cancel()
+        for ticket in self.queue.drop_all():
+            ticket.result.cancel()
 
 
 class Reservation:
@@ -204,7 +204,7 @@ class Reservation:
         self.release()
 
 
-def fail(task: Ticket, exc: Exception) -> None:
-    """End a task with an error, unless its owner already gave up on it."""
-    if not task.result.done():
-        task.result.set_exception(exc)
+def fail(ticket: Ticket, exc: Exception) -> None:
+    """End a ticket with an error, unless its owner already gave up on it."""
+    if not ticket.result.done():
+        ticket.result.set_exception(exc)

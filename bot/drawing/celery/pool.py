@@ -148,7 +148,7 @@ class CeleryPool(Pool):
             while self._room_on_workers() <= 0:
                 self._room.clear()
                 await self._room.wait()
-            task = await self._next_task()
+            task = await self._next_ticket()
             if task is None:
                 return  # paused for a stop
             flight = _InFlight(task, task_id_for(task.job_id, task.key), time.monotonic(), time.monotonic())

@@ -1,12 +1,12 @@
 """The default pool: inference worker processes of the bot's own, driven from asyncio.
 
 The event loop never runs a model: one dispatcher coroutine per worker takes
-the next task from the fair queue and hands it to its process over a pipe.
+the next ticket from the fair queue and hands it to its process over a pipe.
 The blocking pipe calls run on a small thread pool of their own (one thread
 per worker), so a 20 MB photo never stalls the loop.
 
 A worker that dies, or takes longer than the timeout, is killed and
-replaced; its task fails with :class:`~bot.drawing.pool.WorkerLost` so the user can
+replaced; its ticket fails with :class:`~bot.drawing.pool.WorkerLost` so the user can
 be told.
 """
 from __future__ import annotations
@@ -97,25 +97,25 @@ class LocalPool(Pool):
     async def _dispatch(self, slot: int) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            task = await self._next_task()
-            if task is None:
+            ticket = await self._next_ticket()
+            if ticket is None:
                 return  # paused for a stop
-            if task.result.done():  # cancelled by its owner while queued
+            if ticket.result.done():  # cancelled by its owner while queued
                 continue
             worker = self._workers[slot]
             if worker is None or not worker.process.is_alive():
                 worker = await self._replace(slot, "found dead")
                 if worker is None:
-                    fail(task, WorkerLost("the worker is gone"))
+                    fail(ticket, WorkerLost("the worker is gone"))
                     return
             self._busy += 1
             worker.busy = True
-            task.take()
-            order = task.order
-            task.stop = _stopper(worker.conn)
+            ticket.take()
+            order = ticket.order
+            ticket.stop = _stopper(worker.conn)
 
-            def progress(done: int, total: int, task: Ticket = task) -> None:
-                loop.call_soon_threadsafe(setattr, task, "progress", (done, total))
+            def progress(done: int, total: int, ticket: Ticket = ticket) -> None:
+                loop.call_soon_threadsafe(setattr, ticket, "progress", (done, total))
 
             try:
                 reply = await asyncio.wait_for(
@@ -124,33 +124,33 @@ class LocalPool(Pool):
                 )
             except asyncio.TimeoutError:
                 log.warning("job %s: worker %d (pid %s) passed %.0f s; replacing it",
-                            task.job_id, slot, worker.process.pid, self.timeout_s)
-                fail(task, WorkerLost("the worker timed out"))
+                            ticket.job_id, slot, worker.process.pid, self.timeout_s)
+                fail(ticket, WorkerLost("the worker timed out"))
                 if await self._replace(slot, "timed out") is None:
                     return
                 continue
             except (EOFError, OSError) as exc:
-                log.warning("job %s: worker %d (pid %s) died (%s)%s", task.job_id, slot, worker.process.pid,
+                log.warning("job %s: worker %d (pid %s) died (%s)%s", ticket.job_id, slot, worker.process.pid,
                             exc.__class__.__name__, "" if self._paused.is_set() else "; replacing it")
-                fail(task, WorkerLost("the worker crashed"))
+                fail(ticket, WorkerLost("the worker crashed"))
                 if await self._replace(slot, "crashed") is None:
                     return
                 continue
             finally:
                 self._busy -= 1
                 worker.busy = False
-                task.stop = None
+                ticket.stop = None
             if isinstance(reply, WorkFailed):
-                fail(task, AnimebotError(reply.message, code=reply.code))
-            elif not task.result.done():
-                task.result.set_result(reply)
+                fail(ticket, AnimebotError(reply.message, code=reply.code))
+            elif not ticket.result.done():
+                ticket.result.set_result(reply)
 
     async def _replace(self, slot: int, why: str) -> _Worker | None:
         """Kill the slot's worker and start another, retrying with backoff until one starts;
         None, and the slot left empty, once the pool is stopping.
 
         A running pool's slot must never stay empty: its dispatcher is the
-        only one that serves the tasks it takes from the queue.
+        only one that serves the tickets it takes from the queue.
         """
         old = self._workers[slot]
         self._workers[slot] = None
