@@ -2,7 +2,7 @@
 
 The same names whichever pool draws, so one dashboard watches an embedded
 bot and a scaled-out one. The gauges are read from the pool when scraped;
-the counters and histograms are fed by bot/flow/runner.py as requests end.
+the counters and histograms are fed by the request flow (bot/flow/) as requests end.
 """
 from __future__ import annotations
 
