@@ -86,7 +86,7 @@ async def style_button(pressed: Pressed) -> None:
         text = t(lang, "style_set", style=st.styles.display(style, lang))
         # The menu stays, its tick moved: someone comparing styles may change their mind.
         old = getattr(query.message, "reply_markup", None)
-        own = bool(old) and any(str(b.callback_data).startswith("p:") for row in old.inline_keyboard for b in row)
+        own = old is not None and any(str(b.callback_data).startswith("p:") for row in old.inline_keyboard for b in row)
         markup = keyboards.style_keyboard(st.styles, style, pressed.user.id, lang, own_photo=own)
         if query.message is not None and getattr(query.message, "photo", None):  # under a preview picture
             await query.edit_message_caption(caption=text, reply_markup=markup)
