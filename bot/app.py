@@ -24,7 +24,7 @@ from telegram.error import InvalidToken, NetworkError
 
 from bot.chat import commands, keyboards, photos, presses
 from bot.service.config import Config, ConfigError
-from bot.chat.context import CONTEXT_TYPES
+from bot.chat.context import CONTEXT_TYPES, on_message, on_press
 from bot.service.life import run_service
 from bot.styles import Styles
 from inference.errors import AnimebotError
@@ -53,31 +53,33 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     )
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
     images = filters.PHOTO | filters.Document.ALL | filters.ANIMATION | filters.VIDEO | filters.VIDEO_NOTE
+    # Every handler but the gate and the error handler reads its update through on_message or
+    # on_press (bot/chat/context.py), which narrow python-telegram-bot's optional fields once, here.
     app.add_handler(TypeHandler(Update, commands.gate), group=-1)  # the allowlist, before everything
-    app.add_handler(CommandHandler("start", commands.start))
-    app.add_handler(CommandHandler("stats", commands.stats_command))
-    app.add_handler(CommandHandler("help", commands.help_command))
-    app.add_handler(CommandHandler("about", commands.about))
-    app.add_handler(CommandHandler("style", commands.style_command))
-    app.add_handler(CommandHandler("lang", commands.lang_command))
-    app.add_handler(CommandHandler("settings", commands.settings_command))
+    app.add_handler(CommandHandler("start", on_message(commands.start)))
+    app.add_handler(CommandHandler("stats", on_message(commands.stats_command)))
+    app.add_handler(CommandHandler("help", on_message(commands.help_command)))
+    app.add_handler(CommandHandler("about", on_message(commands.about)))
+    app.add_handler(CommandHandler("style", on_message(commands.style_command)))
+    app.add_handler(CommandHandler("lang", on_message(commands.lang_command)))
+    app.add_handler(CommandHandler("settings", on_message(commands.settings_command)))
     # /anime by its text, not only as a bot_command entity, with our own @name check
-    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), photos.anime))
-    app.add_handler(MessageHandler(private & images, photos.private_media))
-    app.add_handler(MessageHandler(groups & images, photos.group_media))
-    app.add_handler(CallbackQueryHandler(presses.redraw_button, pattern=keyboards.REDRAW))
-    app.add_handler(CallbackQueryHandler(presses.full_size_button, pattern=keyboards.FULL_SIZE))
-    app.add_handler(CallbackQueryHandler(presses.cancel_button, pattern=keyboards.CANCEL))
-    app.add_handler(CallbackQueryHandler(presses.all_styles_button, pattern=keyboards.ALL_STYLES))
-    app.add_handler(CallbackQueryHandler(presses.preview_button, pattern=keyboards.PREVIEW_MINE))
-    app.add_handler(CallbackQueryHandler(presses.style_button, pattern=keyboards.SET_STYLE))
-    app.add_handler(CallbackQueryHandler(presses.lang_button, pattern=keyboards.SET_LANG))
-    app.add_handler(CallbackQueryHandler(presses.option_button, pattern=keyboards.SET_OPTION))
-    app.add_handler(CallbackQueryHandler(presses.unknown_button))
+    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), on_message(photos.anime)))
+    app.add_handler(MessageHandler(private & images, on_message(photos.private_media)))
+    app.add_handler(MessageHandler(groups & images, on_message(photos.group_media)))
+    app.add_handler(CallbackQueryHandler(on_press(presses.redraw_button), pattern=keyboards.REDRAW))
+    app.add_handler(CallbackQueryHandler(on_press(presses.full_size_button), pattern=keyboards.FULL_SIZE))
+    app.add_handler(CallbackQueryHandler(on_press(presses.cancel_button), pattern=keyboards.CANCEL))
+    app.add_handler(CallbackQueryHandler(on_press(presses.all_styles_button), pattern=keyboards.ALL_STYLES))
+    app.add_handler(CallbackQueryHandler(on_press(presses.preview_button), pattern=keyboards.PREVIEW_MINE))
+    app.add_handler(CallbackQueryHandler(on_press(presses.style_button), pattern=keyboards.SET_STYLE))
+    app.add_handler(CallbackQueryHandler(on_press(presses.lang_button), pattern=keyboards.SET_LANG))
+    app.add_handler(CallbackQueryHandler(on_press(presses.option_button), pattern=keyboards.SET_OPTION))
+    app.add_handler(CallbackQueryHandler(on_press(presses.unknown_button)))
     others = filters.Sticker.ALL | filters.VOICE | filters.AUDIO | filters.LOCATION | filters.CONTACT
-    app.add_handler(MessageHandler(private & others, commands.text_hint))
-    app.add_handler(MessageHandler(private & filters.COMMAND, commands.unknown_command))
-    app.add_handler(MessageHandler(private & filters.TEXT, commands.text_hint))
+    app.add_handler(MessageHandler(private & others, on_message(commands.text_hint)))
+    app.add_handler(MessageHandler(private & filters.COMMAND, on_message(commands.unknown_command)))
+    app.add_handler(MessageHandler(private & filters.TEXT, on_message(commands.text_hint)))
     app.add_error_handler(commands.on_error)
     return app, styles
 

@@ -14,7 +14,7 @@ from telegram.error import Forbidden, TelegramError
 from telegram.ext import ApplicationHandlerStop
 
 from bot.chat import keyboards
-from bot.chat.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
+from bot.chat.context import Context, Incoming, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
 from bot.chat.i18n import t
 from bot.chat.photos import anime_command
 from bot.flow.previews import PREVIEW_SETTINGS
@@ -47,13 +47,11 @@ async def gate(update: Update, context: Context) -> None:
     raise ApplicationHandlerStop
 
 
-async def stats_command(update: Update, context: Context) -> None:
+async def stats_command(incoming: Incoming) -> None:
     """``/stats``, for admins: the queue, throughput, cache hit rate and the commonest problems."""
-    st = state(context)
-    user = update.effective_user
-    lang = await user_lang(st, user)
-    if not st.access.is_admin(user.id if user else None):
-        await update.effective_message.reply_text(t(lang, "admins_only"))
+    st, lang = incoming.st, incoming.lang
+    if not st.access.is_admin(incoming.user.id):
+        await incoming.message.reply_text(t(lang, "admins_only"))
         return
     now = time.time()
     journal, pool = st.runner.journal, st.runner.pool
@@ -64,7 +62,7 @@ async def stats_command(update: Update, context: Context) -> None:
     by_user = ", ".join(f"{uid} {n}" for uid, n in pool.queue.by_user().most_common(10)) or t(lang, "none")
     workers = "; ".join(f"{w.name} [{','.join(w.styles)}; {w.engine}{'; drawing' if w.busy else ''}]"
                         for w in pool.workers()) or t(lang, "none")
-    await update.effective_message.reply_text(t(
+    await incoming.message.reply_text(t(
         lang, "stats", waiting=pool.waiting, running=pool.running, health=pool.healthy()[1], by_user=by_user,
         workers=workers, done_hour=hour.photos_done,
         per_min=ten_min.photos_done / 10, jobs_day=sum(day.by_state.values()), done_day=day.photos_done,
@@ -76,39 +74,34 @@ async def stats_command(update: Update, context: Context) -> None:
 
 # --- commands ------------------------------------------------------------------
 
-async def start(update: Update, context: Context) -> None:
-    st = state(context)
-    await update.effective_message.reply_text(t(await user_lang(st, update.effective_user), "start"))
+async def start(incoming: Incoming) -> None:
+    await incoming.message.reply_text(t(incoming.lang, "start"))
 
 
-async def help_command(update: Update, context: Context) -> None:
-    st = state(context)
-    lang = await user_lang(st, update.effective_user)
+async def help_command(incoming: Incoming) -> None:
+    st, lang = incoming.st, incoming.lang
     styles = ", ".join(f"{st.styles.display(n, lang)} ({n})" for n in st.styles.ordered)
-    await update.effective_message.reply_text(t(lang, "help", styles=styles))
+    await incoming.message.reply_text(t(lang, "help", styles=styles))
 
 
-async def about(update: Update, context: Context) -> None:
+async def about(incoming: Incoming) -> None:
     """Credits: each installed style by its name, with who made it and on what terms."""
-    st = state(context)
-    lang = await user_lang(st, update.effective_user)
+    st, lang = incoming.st, incoming.lang
     models = "\n".join(t(lang, "about_style", name=st.styles.display(n, lang), command=n,
                          credits=e.credits or e.label, license=e.license)
                        for n in st.styles.ordered for e in [st.styles.entry(n)])
     others = "\n".join(f"• {e.display(lang)}: {e.credits or e.label}; {e.license}" for e in st.styles.others)
-    await update.effective_message.reply_text(t(lang, "about", models=models, others=others or "-"))
+    await incoming.message.reply_text(t(lang, "about", models=models, others=others or "-"))
 
 
-async def style_command(update: Update, context: Context) -> None:
+async def style_command(incoming: Incoming) -> None:
     """The style menu: a picture of every style drawn on the sample photo, with a button per style
     (drawn by the workers the first time, sent by file_id after); without a sample, a text list."""
-    st = state(context)
-    message, user = update.effective_message, update.effective_user
-    lang = await user_lang(st, user)
+    st, message, user, lang = incoming.st, incoming.message, incoming.user, incoming.lang
     current = await user_style(st, user)
     if st.styles.sample is not None and st.styles.sample_sha256:
         await st.runner.run(Request(
-            job_id=str(update.update_id), chat_id=message.chat_id, user_id=user.id, reply_to=message.message_id,
+            job_id=str(incoming.update_id), chat_id=message.chat_id, user_id=user.id, reply_to=message.message_id,
             lang=lang, style=current, styles=tuple(st.styles.ordered), preview=True, settings=PREVIEW_SETTINGS,
             sources=(Source("", sha256=st.styles.sample_sha256, sample=True),),
         ))
@@ -118,38 +111,32 @@ async def style_command(update: Update, context: Context) -> None:
                              reply_markup=keyboards.style_keyboard(st.styles, current, user.id, lang, own))
 
 
-async def lang_command(update: Update, context: Context) -> None:
-    st = state(context)
-    lang = await user_lang(st, update.effective_user)
-    await update.effective_message.reply_text(t(lang, "lang_prompt"),
-                                              reply_markup=keyboards.lang_keyboard(update.effective_user.id))
+async def lang_command(incoming: Incoming) -> None:
+    await incoming.message.reply_text(t(incoming.lang, "lang_prompt"),
+                                      reply_markup=keyboards.lang_keyboard(incoming.user.id))
 
 
-async def settings_command(update: Update, context: Context) -> None:
+async def settings_command(incoming: Incoming) -> None:
     """This chat's drawing settings; in a group only its admins get the buttons to change them."""
-    st = state(context)
-    lang = await user_lang(st, update.effective_user)
-    chat = update.effective_chat
+    st, lang, chat = incoming.st, incoming.lang, incoming.chat
     current = await chat_settings(st, chat.id)
     text = keyboards.settings_text(current, lang)
-    if await may_configure(st, context, chat.id, update.effective_user):
-        await update.effective_message.reply_text(text, reply_markup=keyboards.settings_keyboard(current, lang))
+    if await may_configure(st, incoming.bot, chat.id, incoming.user):
+        await incoming.message.reply_text(text, reply_markup=keyboards.settings_keyboard(current, lang))
     else:
-        await update.effective_message.reply_text(f"{text}\n\n{t(lang, 'settings_admins_only')}")
+        await incoming.message.reply_text(f"{text}\n\n{t(lang, 'settings_admins_only')}")
 
 
-async def unknown_command(update: Update, context: Context) -> None:
-    lang = await user_lang(state(context), update.effective_user)
-    await update.effective_message.reply_text(t(lang, "unknown_command"))
+async def unknown_command(incoming: Incoming) -> None:
+    await incoming.message.reply_text(t(incoming.lang, "unknown_command"))
 
 
-async def text_hint(update: Update, context: Context) -> None:
+async def text_hint(incoming: Incoming) -> None:
     """Text, a sticker, a video... in a private chat: say what the bot takes."""
-    lang = await user_lang(state(context), update.effective_user)
-    await update.effective_message.reply_text(t(lang, "text_hint"))
+    await incoming.message.reply_text(t(incoming.lang, "text_hint"))
 
 
-# --- buttons -------------------------------------------------------------------------
+# --- errors --------------------------------------------------------------------------
 
 async def on_error(update: object, context: Context) -> None:
     """What a handler raised. Telegram's answers (a user who blocked the bot, a deleted chat,

@@ -1,4 +1,5 @@
-"""What every handler shares: the bot's state, and who the user is and how their chat draws.
+"""What every handler shares: the bot's state, who the user is and how their chat draws, and
+the routing that hands each handler its update with those already looked up.
 
 Kept apart from the handlers so that commands (bot/chat/commands.py), photos
 (bot/chat/photos.py) and button presses (bot/chat/presses.py) each depend on it and
@@ -8,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from telegram import CallbackQuery, User
+from telegram import CallbackQuery, Chat, Message, Update, User
 from telegram.constants import ChatMemberStatus
 from telegram.error import TelegramError
 from telegram.ext import CallbackContext, ContextTypes, ExtBot
@@ -83,16 +86,90 @@ async def answer_quietly(query: CallbackQuery, text: str | None = None, alert: b
         await query.answer(text, show_alert=alert)
 
 
-async def may_configure(st: BotState, context: Context, chat_id: int, user: User | None) -> bool:
+async def may_configure(st: BotState, bot: ExtBot[None], chat_id: int, user: User) -> bool:
     """Whether ``user`` may change this chat's settings: anyone in a private chat, a group's
     admins (Telegram's convention for group configuration) and the bot's admins."""
-    if chat_id > 0 or user is None:
-        return user is not None
+    if chat_id > 0:
+        return True
     if st.access.is_admin(user.id):
         return True
     try:
-        member = await context.bot.get_chat_member(chat_id, user.id)
+        member = await bot.get_chat_member(chat_id, user.id)
     except TelegramError as exc:
         log.info("getChatMember in chat %s failed (%s); settings left as they are", chat_id, exc.message)
         return False
     return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
+
+
+# --- routing ------------------------------------------------------------------------
+#
+# python-telegram-bot types every field of an Update as optional (effective_message,
+# callback_query, effective_user...), since one Update carries one kind of payload.
+# bot/app.py registers each handler for the updates that have what it reads, and wraps it
+# in on_message or on_press, which check those fields once and hand the handler them as
+# plain values, with the bot's state and the user's language already looked up (one read
+# of the users table, made even for a group photo that proves not to be for us: cheap, and
+# it gives every handler the same shape).
+
+# What python-telegram-bot calls: bot/app.py registers these with its handlers.
+Routed = Callable[[Update, Context], Coroutine[Any, Any, None]]
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A message from someone, as a message handler reads it (bot/chat/commands.py, bot/chat/photos.py)."""
+
+    update_id: int  # names the request (its job id) and the log lines
+    message: Message
+    chat: Chat
+    user: User  # who sent it
+    st: BotState
+    lang: str  # the sender's language, for every reply
+    bot: ExtBot[None]  # to ask Telegram: our @username, a chat's members
+
+
+@dataclass(frozen=True)
+class Pressed:
+    """An inline button press, as a button handler reads it (bot/chat/presses.py)."""
+
+    update_id: int
+    query: CallbackQuery
+    user: User  # who pressed (the query's sender), not who the menu was sent to
+    st: BotState
+    lang: str  # the presser's language, for every answer
+    bot: ExtBot[None]
+    match: re.Match[str] | None  # what the button's pattern in bot/app.py matched
+
+    def groups(self, count: int) -> tuple[str, ...]:
+        """What the button's pattern matched. A press with no data at all reaches every handler
+        (python-telegram-bot lets it through any pattern): it matched nothing, and its groups are
+        empty strings, which every handler refuses as expired."""
+        return self.match.groups() if self.match is not None else ("",) * count
+
+
+def on_message(handler: Callable[[Incoming], Awaitable[None]]) -> Routed:
+    """``handler`` for a MessageHandler or CommandHandler. An update without a message, its chat
+    and its sender is ignored; none comes: the bot asks Telegram for messages and presses only
+    (bot/service/life.py), every message is in a chat, and only a channel's have no sender."""
+    async def routed(update: Update, context: Context) -> None:
+        message, chat, user = update.effective_message, update.effective_chat, update.effective_user
+        if message is None or chat is None or user is None:
+            return
+        st = state(context)
+        await handler(Incoming(update.update_id, message, chat, user, st, await user_lang(st, user), context.bot))
+    return routed
+
+
+def on_press(handler: Callable[[Pressed], Awaitable[None]]) -> Routed:
+    """``handler`` for a CallbackQueryHandler, which passes only updates with a callback query."""
+    async def routed(update: Update, context: Context) -> None:
+        query = update.callback_query
+        if query is None:
+            return
+        st = state(context)
+        # A press without data matched no pattern: python-telegram-bot puts True where the match would be.
+        found = context.matches[0] if context.matches else None
+        match = found if isinstance(found, re.Match) else None
+        await handler(Pressed(update.update_id, query, query.from_user, st, await user_lang(st, query.from_user),
+                              context.bot, match))
+    return routed

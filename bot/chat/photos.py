@@ -10,9 +10,9 @@ import datetime as dt
 import logging
 import re
 
-from telegram import Message, Update, User
+from telegram import Message, User
 
-from bot.chat.context import Context, BotState, chat_settings, state, user_lang, user_style
+from bot.chat.context import BotState, Incoming, chat_settings, user_lang, user_style
 from bot.chat.i18n import t
 from bot.flow.requests import Request, Source
 
@@ -69,47 +69,43 @@ def anime_command(text: str | None, bot_username: str | None) -> tuple[bool, str
     return True, m.group(2)
 
 
-async def anime(update: Update, context: Context) -> None:
+async def anime(incoming: Incoming) -> None:
     """``/anime [style]`` as a reply to a photo, in a group or a private chat."""
-    st = state(context)
-    message = update.effective_message
-    asked, style_arg = anime_command(message.text, context.bot.username)
+    message = incoming.message
+    asked, style_arg = anime_command(message.text, incoming.bot.username)
     if not asked:
         return  # /anime@SomeOtherBot
     target = message.reply_to_message
-    src = source_of(target) if target else None
-    lang = await user_lang(st, update.effective_user)
-    if src is None:
-        await message.reply_text(t(lang, "anime_needs_photo"), do_quote=True)
+    if target is None or (src := source_of(target)) is None:
+        await message.reply_text(t(incoming.lang, "anime_needs_photo"), do_quote=True)
         return
-    await convert(update, context, [src], target.message_id, style_arg)
+    await convert(incoming, [src], target.message_id, style_arg)
 
 
-async def private_media(update: Update, context: Context) -> None:
+async def private_media(incoming: Incoming) -> None:
     """Any photo or file in a private chat: convert it, or say why not."""
-    message = update.effective_message
+    message = incoming.message
     if message.media_group_id:
-        await state(context).albums.add(message)
+        await incoming.st.albums.add(message)
         return
     src = source_of(message)
     if src is None:
-        lang = await user_lang(state(context), update.effective_user)
-        await message.reply_text(t(lang, "not_an_image_file"), do_quote=True)
+        await message.reply_text(t(incoming.lang, "not_an_image_file"), do_quote=True)
         return
-    _, style = anime_command(message.caption, context.bot.username)
-    await convert(update, context, [src], message.message_id, style)
+    _, style = anime_command(message.caption, incoming.bot.username)
+    await convert(incoming, [src], message.message_id, style)
 
 
-async def group_media(update: Update, context: Context) -> None:
+async def group_media(incoming: Incoming) -> None:
     """A photo in a group: converted only when its caption is ``/anime`` for us."""
-    message = update.effective_message
+    message = incoming.message
     if message.media_group_id:
-        await state(context).albums.add(message)  # the album decides once it is complete
+        await incoming.st.albums.add(message)  # the album decides once it is complete
         return
-    asked, style = anime_command(message.caption, context.bot.username)
+    asked, style = anime_command(message.caption, incoming.bot.username)
     src = source_of(message)
     if asked and src is not None:
-        await convert(update, context, [src], message.message_id, style)
+        await convert(incoming, [src], message.message_id, style)
 
 
 async def on_album(st: BotState, messages: list[Message]) -> None:
@@ -135,31 +131,31 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
     # An album's clips are left out (an album comes back as an album of pictures), and said so.
     found = [s for s in (source_of(m) for m in fresh) if s is not None]
     sources = [s for s in found if not s.clip]
+    lang = await user_lang(st, first.from_user)
     if len(sources) < len(found):
-        await first.reply_text(t(await user_lang(st, first.from_user), "album_clips"), do_quote=True)
+        await first.reply_text(t(lang, "album_clips"), do_quote=True)
     if not sources:
         if not found:
-            await first.reply_text(t(await user_lang(st, first.from_user), "not_an_image_file"), do_quote=True)
+            await first.reply_text(t(lang, "not_an_image_file"), do_quote=True)
         return
-    await request(st, f"album-{group}-{first.message_id}", first, first.from_user, sources, first.message_id,
+    await request(st, f"album-{group}-{first.message_id}", first, first.from_user, lang, sources, first.message_id,
                   style_arg, album=group)
 
 
-async def convert(update: Update, context: Context, sources: list[Source], reply_to: int,
-                  style_arg: str | None) -> None:
-    await request(state(context), str(update.update_id), update.effective_message, update.effective_user, sources,
+async def convert(incoming: Incoming, sources: list[Source], reply_to: int, style_arg: str | None) -> None:
+    await request(incoming.st, str(incoming.update_id), incoming.message, incoming.user, incoming.lang, sources,
                   reply_to, style_arg)
 
 
-async def request(st: BotState, job_id: str, message: Message, user: User | None, sources: list[Source],
+async def request(st: BotState, job_id: str, message: Message, user: User | None, lang: str, sources: list[Source],
                   reply_to: int, style_arg: str | None, album: str | None = None) -> None:
-    """Hand ``sources`` to the runner in the asked (or the user's) style; the results go under ``reply_to``.
+    """Hand ``sources`` to the runner in the asked (or the user's) style; the results go under ``reply_to``,
+    and every word to the user is in ``lang``.
 
     ``/anime WORD`` with an unknown WORD is answered (under ``message``) with
     the styles there are. A longer text after ``/anime`` is a caption's
     prose, not a style ("/anime my cat"), and gets the user's style.
     """
-    lang = await user_lang(st, user)
     style = st.styles.resolve(style_arg) if style_arg else None
     if style_arg and style is None and len((message.text or message.caption or "").split()) == 2:
         await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=", ".join(st.styles.names)),

@@ -6,70 +6,55 @@ a short note, or with an alert saying why it did nothing.
 from __future__ import annotations
 
 import contextlib
-import re
 
-from telegram import CallbackQuery, Update
 from telegram.error import TelegramError
 
 from bot.chat import keyboards
-from bot.chat.context import Context, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
+from bot.chat.context import Pressed, answer_quietly, chat_settings, may_configure, user_style
 from bot.chat.i18n import LANGS, t
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
 
 
-def groups(context: Context, count: int) -> tuple[str, ...]:
-    """What the button's pattern matched. A press with no data at all reaches every handler
-    (python-telegram-bot lets it through any pattern): it matched nothing, and its groups are
-    empty strings, which every handler below refuses as expired."""
-    found = context.matches[0] if context.matches else None
-    return found.groups() if isinstance(found, re.Match) else ("",) * count
-
-
-async def redraw_button(update: Update, context: Context) -> None:
+async def redraw_button(pressed: Pressed) -> None:
     """``r:STYLE:ID``: draw the result's photo again in another style, with the result's settings."""
-    style_arg, result_id = groups(context, 2)
-    await result_button(update, context, result_id, style_arg, as_document=False)
+    style_arg, result_id = pressed.groups(2)
+    await result_button(pressed, result_id, style_arg, as_document=False)
 
 
-async def cancel_button(update: Update, context: Context) -> None:
+async def cancel_button(pressed: Pressed) -> None:
     """``x:JOB``: stop a clip being drawn (or still waiting); only its sender may."""
-    (job_id,) = groups(context, 1)
-    st = state(context)
-    query = update.callback_query
-    said = st.runner.cancel(job_id, query.from_user.id) if job_id else "job_gone"
-    lang = await user_lang(st, query.from_user)
-    await answer_quietly(query, t(lang, said), alert=said not in ("cancelling", "cancelling_already"))
+    (job_id,) = pressed.groups(1)
+    said = pressed.st.runner.cancel(job_id, pressed.user.id) if job_id else "job_gone"
+    await answer_quietly(pressed.query, t(pressed.lang, said), alert=said not in ("cancelling", "cancelling_already"))
 
 
-async def full_size_button(update: Update, context: Context) -> None:
+async def full_size_button(pressed: Pressed) -> None:
     """``f:ID``: the result itself, as a file."""
-    (result_id,) = groups(context, 1)
-    await result_button(update, context, result_id, None, as_document=True)
+    (result_id,) = pressed.groups(1)
+    await result_button(pressed, result_id, None, as_document=True)
 
 
-async def all_styles_button(update: Update, context: Context) -> None:
+async def all_styles_button(pressed: Pressed) -> None:
     """``a:ID``: the result's photo in every other style, as an album (each style a photo of the quota)."""
-    (result_id,) = groups(context, 1)
-    await result_button(update, context, result_id, None, as_document=False, all_styles=True)
+    (result_id,) = pressed.groups(1)
+    await result_button(pressed, result_id, None, as_document=False, all_styles=True)
 
 
-async def result_button(update: Update, context: Context, result_id: str, style_arg: str | None,
-                        as_document: bool, all_styles: bool = False) -> None:
+async def result_button(pressed: Pressed, result_id: str, style_arg: str | None, as_document: bool,
+                        all_styles: bool = False) -> None:
     """Act on the result a button sits under, as it was drawn, and only in the chat it was shown in.
 
     A second press while the first is being answered is told so, and costs nothing.
     """
-    st = state(context)
-    query = update.callback_query
+    st, query, lang = pressed.st, pressed.query, pressed.lang
     message = query.message
     press = (message.chat.id if message is not None else 0, str(query.data))
-    if press in st.pressing:  # checked before any await: ten presses at once are ten updates at once
-        await answer_quietly(query, t(await user_lang(st, query.from_user), "already_coming"))
+    if press in st.pressing:  # checked and added with no await between: ten presses at once are ten updates at once
+        await answer_quietly(query, t(lang, "already_coming"))
         return
     st.pressing.add(press)
     try:
-        lang = await user_lang(st, query.from_user)
         shown = await st.buttons.find(result_id, message.chat.id) if message is not None else None
         style = st.styles.resolve(style_arg or shown.style) if shown is not None else None
         others = tuple(keyboards.album_styles(st.styles, shown.style)) if shown is not None and all_styles else ()
@@ -81,7 +66,7 @@ async def result_button(update: Update, context: Context, result_id: str, style_
             return
         original = getattr(message, "reply_to_message", None)
         await st.runner.run(Request(
-            job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
+            job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
             sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),), settings=shown.settings,
             as_document=as_document, query_id=query.id, styles=others,
@@ -90,42 +75,38 @@ async def result_button(update: Update, context: Context, result_id: str, style_
         st.pressing.discard(press)
 
 
-async def style_button(update: Update, context: Context) -> None:
+async def style_button(pressed: Pressed) -> None:
     """``s:STYLE:UID``: set the default style of the user the menu was sent to."""
-    st = state(context)
-    query = update.callback_query
-    lang = await user_lang(st, query.from_user)
-    name, owner = groups(context, 2)
+    st, query, lang = pressed.st, pressed.query, pressed.lang
+    name, owner = pressed.groups(2)
     style = st.styles.resolve(name)
-    if await own_menu_choice(query, lang, style is not None, owner, "/style"):
+    if await own_menu_choice(pressed, style is not None, owner, "/style"):
         assert style is not None
-        await st.cache.set_user_style(query.from_user.id, style)
+        await st.cache.set_user_style(pressed.user.id, style)
         text = t(lang, "style_set", style=st.styles.display(style, lang))
         # The menu stays, its tick moved: someone comparing styles may change their mind.
         old = getattr(query.message, "reply_markup", None)
-        own = bool(old) and any(str(b.callback_data).startswith("p:") for row in old.inline_keyboard for b in row)
-        markup = keyboards.style_keyboard(st.styles, style, query.from_user.id, lang, own_photo=own)
+        own = old is not None and any(str(b.callback_data).startswith("p:") for row in old.inline_keyboard for b in row)
+        markup = keyboards.style_keyboard(st.styles, style, pressed.user.id, lang, own_photo=own)
         if query.message is not None and getattr(query.message, "photo", None):  # under a preview picture
             await query.edit_message_caption(caption=text, reply_markup=markup)
         else:
             await query.edit_message_text(text, reply_markup=markup)
 
 
-async def preview_button(update: Update, context: Context) -> None:
+async def preview_button(pressed: Pressed) -> None:
     """``p:UID``: every style drawn on the last photo of the user the menu was sent to, as one picture
     (a photo of their daily quota, unless it was drawn before)."""
-    st = state(context)
-    query = update.callback_query
+    st, query, lang = pressed.st, pressed.query, pressed.lang
     message = query.message
-    lang = await user_lang(st, query.from_user)
-    (owner,) = groups(context, 1)
+    (owner,) = pressed.groups(1)
     if message is None or not owner:
         await answer_quietly(query, t(lang, "button_expired"), alert=True)
         return
-    if int(owner) != query.from_user.id:
+    if int(owner) != pressed.user.id:
         await answer_quietly(query, t(lang, "not_your_menu", command="/style"), alert=True)
         return
-    last = await st.cache.last_photo(query.from_user.id)
+    last = await st.cache.last_photo(pressed.user.id)
     if last is None:
         await answer_quietly(query, t(lang, "no_last_photo"), alert=True)
         return
@@ -137,9 +118,9 @@ async def preview_button(update: Update, context: Context) -> None:
     try:
         original = getattr(message, "reply_to_message", None)
         await st.runner.run(Request(
-            job_id=str(update.update_id), chat_id=message.chat.id, user_id=query.from_user.id,
+            job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang,
-            style=await user_style(st, query.from_user), styles=tuple(st.styles.ordered), preview=True,
+            style=await user_style(st, pressed.user), styles=tuple(st.styles.ordered), preview=True,
             sources=(Source(last.file_id, sha256=last.content_sha256, spoiler=last.spoiler),),
             settings=PREVIEW_SETTINGS, query_id=query.id,
         ))
@@ -147,41 +128,36 @@ async def preview_button(update: Update, context: Context) -> None:
         st.pressing.discard(press)
 
 
-async def lang_button(update: Update, context: Context) -> None:
+async def lang_button(pressed: Pressed) -> None:
     """``l:LANG:UID``: set the language of the user the menu was sent to."""
-    st = state(context)
-    query = update.callback_query
-    lang = await user_lang(st, query.from_user)
-    code, owner = groups(context, 2)
-    if await own_menu_choice(query, lang, code in LANGS, owner, "/lang"):
-        await st.cache.set_user_lang(query.from_user.id, code)
-        await query.edit_message_text(t(code, "lang_set"))
+    code, owner = pressed.groups(2)
+    if await own_menu_choice(pressed, code in LANGS, owner, "/lang"):
+        await pressed.st.cache.set_user_lang(pressed.user.id, code)
+        await pressed.query.edit_message_text(t(code, "lang_set"))
 
 
-async def own_menu_choice(query: CallbackQuery, lang: str, valid: bool, owner: str, command: str) -> bool:
+async def own_menu_choice(pressed: Pressed, valid: bool, owner: str, command: str) -> bool:
     """Answer a menu press; True if it is a valid choice by the person the menu was sent to.
     Anyone else in a group gets an alert, and the owner's menu stays as it is."""
     if not valid:
-        await answer_quietly(query, t(lang, "button_expired"), alert=True)
+        await answer_quietly(pressed.query, t(pressed.lang, "button_expired"), alert=True)
         return False
-    if int(owner) != query.from_user.id:
-        await answer_quietly(query, t(lang, "not_your_menu", command=command), alert=True)
+    if int(owner) != pressed.user.id:
+        await answer_quietly(pressed.query, t(pressed.lang, "not_your_menu", command=command), alert=True)
         return False
-    await answer_quietly(query)
+    await answer_quietly(pressed.query)
     return True
 
 
-async def option_button(update: Update, context: Context) -> None:
+async def option_button(pressed: Pressed) -> None:
     """``o:OPTION:VALUE``: change one of this chat's drawing settings (a group's admins only)."""
-    st = state(context)
-    query = update.callback_query
-    lang = await user_lang(st, query.from_user)
-    name, value = groups(context, 2)
+    st, query, lang = pressed.st, pressed.query, pressed.lang
+    name, value = pressed.groups(2)
     if query.message is None or (name, value) not in keyboards.OPTION_VALUES:
         await answer_quietly(query, t(lang, "button_expired"), alert=True)
         return
     chat_id = query.message.chat.id
-    if not await may_configure(st, context, chat_id, query.from_user):
+    if not await may_configure(st, pressed.bot, chat_id, pressed.user):
         await answer_quietly(query, t(lang, "settings_admins_only"), alert=True)
         return
     await answer_quietly(query)
@@ -192,7 +168,6 @@ async def option_button(update: Update, context: Context) -> None:
                                       reply_markup=keyboards.settings_keyboard(current, lang))
 
 
-async def unknown_button(update: Update, context: Context) -> None:
+async def unknown_button(pressed: Pressed) -> None:
     """Any other callback data: a button of an older version, or forged."""
-    query = update.callback_query
-    await answer_quietly(query, t(await user_lang(state(context), query.from_user), "button_expired"), alert=True)
+    await answer_quietly(pressed.query, t(pressed.lang, "button_expired"), alert=True)
