@@ -25,8 +25,8 @@ from typing import Any
 from PIL import Image
 
 from bench.memory import peak_rss_mb
-from tests.bot_harness import RunningBot, private_chat, start_bot
-from tests.fake_telegram import FakeTelegram
+from testkit.bot_harness import RunningBot, private_chat, start_bot
+from testkit.fake_telegram import FakeTelegram
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
 

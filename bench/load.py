@@ -45,9 +45,9 @@ from typing import Any
 from PIL import Image, ImageOps
 
 from bench.memory import peak_rss_mb
-from tests.bot_harness import private_chat, start_bot
-from tests.worker_harness import RunningWorker, start_worker
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import private_chat, start_bot
+from testkit.worker_harness import RunningWorker, start_worker
+from testkit.fake_telegram import Call, FakeTelegram
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
 STATUS = ("In queue", "Drawing")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.load import run_load
-from tests.redis_server import RedisServer
+from testkit.redis_server import RedisServer
 
 LAYOUTS = (("embedded, 1 worker x 2 threads", None, 0, "2"),
            ("Celery, 1 worker x 2 threads", "broker", 1, "2"),

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import io
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +24,8 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from inference.backends import TorchStylizer
 from inference.generator import Generator, GeneratorWidths
-from tests.bot_harness import serving, start_bot
+from testkit.bot_harness import serving, start_bot
+from testkit.redis_server import RedisServer, have_redis_server
 from weights.store import ModelStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,6 +183,22 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> ModelStore:
     entry = save_lite(store, store.entry("hayao"), "tiny", Generator(TINY_WIDTHS).eval(), 0.05)
     exported_onnx(store, entry, store.path(entry))
     return ModelStore(store.home)  # as a fresh process finds it
+
+
+def redis_or_skip() -> None:
+    if not have_redis_server():
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A running, password-protected redis-server for the test module, stopped after it."""
+    redis_or_skip()
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.kill()
 
 
 def journal_rows(home: Path, sql: str, *params: object) -> list[tuple[object, ...]]:

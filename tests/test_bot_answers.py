@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
+from testkit.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
 from tests.conftest import CUTE_FILE
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 ADMIN = 990001

@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from bot.chat.replies import NOTICE_EDIT_EVERY_S
-from tests.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
+from testkit.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
 from tests.test_bot_answers import jpeg, photos_sent, settled
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -15,9 +15,9 @@ import pytest
 from PIL import Image, ImageOps
 
 from storage.journal import Journal
-from tests.bot_harness import private_chat, start_bot
+from testkit.bot_harness import private_chat, start_bot
 from tests.conftest import journal_rows
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

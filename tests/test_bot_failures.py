@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.bot_harness import RunningBot, private_chat, serving
+from testkit.bot_harness import RunningBot, private_chat, serving
 from tests.conftest import synthetic_photo
-from tests.fake_telegram import DROP, Fault, FakeTelegram, flood
+from testkit.fake_telegram import DROP, Fault, FakeTelegram, flood
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from bot.chat.status import EDIT_EVERY_S
-from tests.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
 from tests.conftest import jobs_for
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram
 from tests.test_bot_answers import jpeg
 from weights.store import ModelStore
 

@@ -28,9 +28,9 @@ from bot.flow.previews import PREVIEW_SETTINGS, compose, layout, sheet_key
 from bot.flow.requests import REQUEST_VERSION, Request, Source, request_from_json, request_to_json
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings, Converted
-from tests.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
 from tests.conftest import MODELS, journal_rows, synthetic_photo
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram
 from storage.journal import Journal
 from weights.registry import builtin_entries
 from weights.store import ModelStore

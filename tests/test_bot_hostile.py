@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.bot_harness import RunningBot, group_chat, private_chat, serving
-from tests.clip_maker import read_back
+from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.clip_maker import read_back
 from tests.conftest import handled, jobs_for, synthetic_photo
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

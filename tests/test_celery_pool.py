@@ -36,11 +36,10 @@ from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
 from tests.conftest import TINY_WIDTHS, synthetic_photo, until, within
-from tests.redis_server import RedisServer, redis_server
-from tests.worker_harness import RunningWorker, start_worker
+from testkit.redis_server import RedisServer
+from testkit.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore
 
-__all__ = ["redis_server"]  # a fixture: imported to be registered here
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 STYLES = ("tiny", "tinier")  # two randomly initialised generators: they draw the same photo differently

@@ -26,13 +26,12 @@ from bot.drawing.local.process import Drawer, WorkerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings, Converted
-from tests.redis_server import PASSWORD, RedisServer, redis_or_skip, redis_server
-from tests.worker_harness import RunningWorker, start_worker
+from tests.conftest import redis_or_skip
+from testkit.redis_server import PASSWORD, RedisServer
+from testkit.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore
 
 THREADS = 2  # the worker's and the in-process reference drawer's, so both compute alike
-
-__all__ = ["redis_server"]  # a fixture: imported to be registered here
 
 
 def wire(message: dict[str, object]) -> object:

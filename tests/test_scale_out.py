@@ -21,13 +21,13 @@ from PIL import Image
 from bot.drawing.local.process import Drawer, WorkerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from bot.drawing.celery.wire import read_workers
-from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
-from tests.clip_maker import mp4, pan_frames, read_back
+from testkit.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from testkit.clip_maker import mp4, pan_frames, read_back
 from tests.conftest import jobs_for, psnr
 from tests.test_bot_answers import jpeg
-from tests.fake_telegram import TOKEN, Call, FakeTelegram
-from tests.redis_server import PASSWORD, RedisServer, free_port, redis_server  # noqa: F401 (a fixture)
-from tests.worker_harness import RunningWorker, start_worker
+from testkit.fake_telegram import TOKEN, Call, FakeTelegram
+from testkit.redis_server import PASSWORD, RedisServer, free_port
+from testkit.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -63,7 +63,7 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(redis_server: RedisServer, real_store: ModelStore,  # noqa: F811
+def cluster(redis_server: RedisServer, real_store: ModelStore,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("scale")
     with FakeTelegram() as fake:
@@ -253,7 +253,7 @@ def test_the_bot_killed_mid_burst_answers_everything_after_its_restart(cluster: 
 
 
 def test_a_style_no_worker_has_gets_a_clear_sentence_not_a_hang(
-        redis_server: RedisServer, real_store: ModelStore, hayao_file: Path,  # noqa: F811
+        redis_server: RedisServer, real_store: ModelStore, hayao_file: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:
     if "cute" not in {e.name for e in real_store.installed("style")}:
         pytest.skip("the cute style is not in ../shared/models")
@@ -298,7 +298,7 @@ def all_styles_answers(fake: FakeTelegram, user: dict[str, Any], original: dict[
 
 
 def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
-        redis_server: RedisServer, styles_store: ModelStore, shared_photo: Callable[[str], bytes],  # noqa: F811
+        redis_server: RedisServer, styles_store: ModelStore, shared_photo: Callable[[str], bytes],
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every style of one photo at once, over two workers: each tile is what that style draws of the
     photo, and no two are the same picture (they used to share one Celery task id)."""
@@ -337,7 +337,7 @@ def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
 
 
 def test_all_styles_with_one_style_a_worker_has_names_it_and_counts_styles(
-        redis_server: RedisServer, styles_store: ModelStore, hayao_file: Path,  # noqa: F811
+        redis_server: RedisServer, styles_store: ModelStore, hayao_file: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The bot has seven styles, its only worker two: All styles under a Hayao result draws Cute alone,
     captioned with its name, and says how many of the styles could not be drawn."""

@@ -1,7 +1,7 @@
-"""A real ``redis-server`` on a free loopback port, for the tests of scaling out over Celery.
+"""A real ``redis-server`` on a free loopback port, for the tests and benches of scaling out over Celery.
 
-Tests that need one use the ``redis_server`` fixture (``from tests.redis_server import redis_server``
-in the test module registers it); it skips, with the way to install it, where redis-server is absent.
+Tests get one from the ``redis_server`` fixture (tests/conftest.py), which skips, with the way to
+install it, where redis-server is absent (:func:`have_redis_server`).
 """
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
 PASSWORD = "s3cret-broker-pass"  # distinctive, so a test can search a log for it
@@ -85,17 +83,5 @@ class RedisServer:
         self.process = None
 
 
-def redis_or_skip() -> None:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A running, password-protected redis-server for the test module, stopped after it."""
-    redis_or_skip()
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    try:
-        yield server
-    finally:
-        server.kill()
+def have_redis_server() -> bool:
+    return shutil.which("redis-server") is not None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.fake_telegram import TOKEN, FakeTelegram
+from testkit.fake_telegram import TOKEN, FakeTelegram
 
 REPO = Path(__file__).resolve().parents[1]
 

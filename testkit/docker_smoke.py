@@ -1,6 +1,6 @@
 """Start animebot the way the Docker image does, from a virtualenv made by the image's install step.
 
-    python -m tests.docker_smoke --venv DIR [--dockerfile Dockerfile]
+    python -m testkit.docker_smoke --venv DIR [--dockerfile Dockerfile]
 
 There is no Docker engine here, so this reads the image's ENV, ENTRYPOINT,
 CMD and HEALTHCHECK from the Dockerfile and runs them: the bot starts with
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.fake_telegram import TOKEN, FakeTelegram
+from testkit.fake_telegram import TOKEN, FakeTelegram
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MODELS = REPO.parent / "shared" / "models"

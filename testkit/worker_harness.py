@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.bot_harness import REPO, RunningProcess
+from testkit.bot_harness import REPO, RunningProcess
 
 
 @dataclass
@@ -36,7 +36,7 @@ class RunningWorker(RunningProcess):
 def start_worker(home: Path, shared_home: Path, broker_url: str, log_name: str = "worker.log", ready: bool = True,
                  **env: str) -> RunningWorker:
     """``python -m bot worker`` with its own data dir, sharing installed models and exports by symlink
-    (as tests/bot_harness.py does for the bot); with ``ready``, returns once a pool process can draw."""
+    (as testkit/bot_harness.py does for the bot); with ``ready``, returns once a pool process can draw."""
     home.mkdir(parents=True, exist_ok=True)
     for sub in ("models", "cache"):
         (shared_home / sub).mkdir(parents=True, exist_ok=True)
