@@ -8,10 +8,11 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import redis
+
+from testkit.wait import WaitTimeout, wait_for
 
 PASSWORD = "s3cret-broker-pass"  # distinctive, so a test can search a log for it
 
@@ -46,20 +47,26 @@ class RedisServer:
         if self.password:
             args += ["--requirepass", self.password]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = self.process
         client = self.client()
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def answers() -> bool:
             try:
-                client.ping()
-                return self
+                return bool(client.ping())
             except redis.ConnectionError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
-                    self.kill()
-                    raise RuntimeError(f"redis-server did not start on port {self.port}:\n{log}") from None
-                time.sleep(0.05)
-            finally:
-                client.close()
+                if process.poll() is not None:
+                    raise WaitTimeout("redis-server exited") from None
+                return False
+
+        try:
+            wait_for(answers, timeout, "PING answered")
+        except WaitTimeout as exc:
+            log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
+            self.kill()
+            raise RuntimeError(f"redis-server did not start on port {self.port} ({exc}):\n{log}") from None
+        finally:
+            client.close()
+        return self
 
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5,

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from testkit.bot_harness import final_answer, group_chat, private_chat, start_bot
-from tests.conftest import journal_rows, synthetic_photo
+from testkit.bot_harness import group_chat, private_chat, start_bot
+from testkit.replies import final_answer
+from tests.conftest import synthetic_photo
+from testkit.journal import journal_rows
 from testkit.fake_telegram import TOKEN, FakeTelegram
 from weights.store import ModelStore
 

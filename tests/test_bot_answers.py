@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from testkit.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
+from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.replies import final_answer
 from tests.conftest import CUTE_FILE
 from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore

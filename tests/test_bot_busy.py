@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from bot.chat.replies import NOTICE_EDIT_EVERY_S
-from testkit.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
+from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.replies import final_answer
 from tests.test_bot_answers import jpeg, photos_sent, settled
 from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from testkit.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
+from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.replies import final_answer
 from testkit.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import journal_rows
+from testkit.journal import journal_rows
 from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 

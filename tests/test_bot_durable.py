@@ -16,7 +16,7 @@ from PIL import Image, ImageOps
 
 from storage.journal import Journal
 from testkit.bot_harness import private_chat, start_bot
-from tests.conftest import journal_rows
+from testkit.journal import journal_rows
 from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 

@@ -21,7 +21,8 @@ from PIL import Image
 from inference.engine import load_face_tools, load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size
 from testkit.bot_harness import RunningBot, group_chat, private_chat, start_bot
-from tests.conftest import CUTE_FILE, PHOTOS, handled, jobs_for, psnr
+from tests.conftest import CUTE_FILE, PHOTOS, psnr
+from testkit.journal import handled, jobs_for
 from testkit.fake_telegram import TOKEN, Call, FakeTelegram
 from weights.store import ModelStore
 

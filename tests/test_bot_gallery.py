@@ -29,7 +29,8 @@ from bot.flow.requests import REQUEST_VERSION, Request, Source, request_from_jso
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings, Converted
 from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
-from tests.conftest import MODELS, journal_rows, synthetic_photo
+from tests.conftest import MODELS, synthetic_photo
+from testkit.journal import journal_rows
 from testkit.fake_telegram import Call, FakeTelegram
 from storage.journal import Journal
 from weights.registry import builtin_entries

@@ -14,7 +14,8 @@ from PIL import Image
 
 from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
 from testkit.clip_maker import read_back
-from tests.conftest import handled, jobs_for, synthetic_photo
+from tests.conftest import synthetic_photo
+from testkit.journal import handled, jobs_for
 from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 

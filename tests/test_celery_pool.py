@@ -35,7 +35,8 @@ from inference.generator import Generator
 from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
-from tests.conftest import TINY_WIDTHS, synthetic_photo, until, within
+from tests.conftest import TINY_WIDTHS, synthetic_photo
+from testkit.wait import until, within
 from testkit.redis_server import RedisServer
 from testkit.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore

@@ -19,7 +19,7 @@ from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
 from bot.updates.intake import Intake
 from storage.journal import Journal
-from tests.conftest import until, within
+from testkit.wait import until, within
 from testkit.fake_telegram import TOKEN, FakeTelegram
 
 
