@@ -65,3 +65,8 @@ def settled(home: Path, fake: FakeTelegram) -> bool:
     """Every update ``fake`` pushed handled and every job answered: from here on the bot sends
     nothing of its own accord (see the module's docstring)."""
     return all_handled(home, fake) and not open_jobs(home)
+
+
+def drawn_by(home: Path, user_id: int) -> int:
+    """Photos the bot actually drew for ``user_id`` (not answered from the cache): what the daily quota counts."""
+    return int(journal_rows(home, "SELECT COALESCE(SUM(drawn), 0) FROM jobs WHERE user_id = ?", user_id)[0][0])  # type: ignore[call-overload]
