@@ -16,8 +16,8 @@ STATUS = ("In queue", "Drawing", "Album of")
 # ...and what else is said in reply without being an answer: the rows of buttons under an album.
 NOT_ANSWERS = STATUS + ("Full-size files",)
 # The send methods that can carry an answer, and the word each answer is known by.
-ANSWERS = {"sendPhoto": "photo", "sendMediaGroup": "album", "sendVideo": "video", "sendDocument": "document",
-           "sendMessage": None}
+ANSWERS = {"sendPhoto": "photo", "sendMediaGroup": "album", "sendVideo": "video", "sendAnimation": "animation",
+           "sendVideoNote": "video_note", "sendDocument": "document", "sendMessage": None}
 
 
 def is_status(call: Call) -> bool:
@@ -37,7 +37,7 @@ def answers(fake: FakeTelegram, message: dict[str, Any], *methods: str) -> list[
 
 
 def label(call: Call) -> str:
-    """'photo', 'album', 'video' or 'document' for a result, the text for a sentence."""
+    """The kind of a result ('photo', 'album', 'video', 'animation', 'video_note', 'document'), or a sentence's text."""
     return ANSWERS.get(call.method) or str(call.params.get("text", ""))
 
 
