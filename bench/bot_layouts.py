@@ -25,8 +25,9 @@ from typing import Any
 from PIL import Image
 
 from bench.memory import peak_rss_mb
-from tests.bot_harness import RunningBot, private_chat, start_bot
-from tests.fake_telegram import FakeTelegram
+from testkit.bot_harness import RunningBot, private_chat, start_bot
+from testkit.fake_telegram import FakeTelegram
+from testkit.replies import answers
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
 
@@ -43,7 +44,7 @@ def _photos() -> list[bytes]:
 
 
 def _answered(fake: FakeTelegram, message: dict[str, Any]) -> bool:
-    return any(c.method == "sendPhoto" for c in fake.replies_to(message))
+    return bool(answers(fake, message, "sendPhoto"))
 
 
 def measure(layout: str, home: Path, photos: list[bytes]) -> dict[str, Any]:

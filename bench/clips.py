@@ -3,7 +3,7 @@
     python -m bench.clips --home DIR [--style hayao] [--seconds 5] [--photo PATH]
 
 ``DIR`` needs the style installed. Two clips are made from a real photo with
-PyAV (tests/clip_maker.py), 30 fps in, 480 px long side, ``--seconds`` long:
+PyAV (testkit/clip_maker.py), 30 fps in, 480 px long side, ``--seconds`` long:
 a *still* camera (a tripod shot: the same view with a little sensor noise) and
 a slow *pan*. Each is drawn as the bot draws a clip (15 fps out), with and
 without the flicker remedy (inference/steady.py), in a child process so its peak
@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from tests.clip_maker import mp4, pan_frames, read_back
+from testkit.clip_maker import mp4, pan_frames, read_back
 
 PHOTO = Path(__file__).resolve().parents[2] / "shared" / "photos" / "street_1279x867.jpg"
 SIZE = (480, 320)

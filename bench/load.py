@@ -45,12 +45,14 @@ from typing import Any
 from PIL import Image, ImageOps
 
 from bench.memory import peak_rss_mb
-from tests.bot_harness import private_chat, start_bot
-from tests.worker_harness import RunningWorker, start_worker
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import private_chat, start_bot
+from testkit.worker_harness import RunningWorker, start_worker
+from testkit.fake_telegram import Call, FakeTelegram
+from testkit.journal import settled
+from testkit.replies import answers as replies_of
+from testkit.wait import WaitTimeout
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
-STATUS = ("In queue", "Drawing")
 KINDS = (("partial", "I took"), ("busy", "busy"), ("per_user_limit", "the most I keep for one person"),
          ("rate_limited", "a minute"),
          ("quota", "today's limit"))
@@ -70,8 +72,8 @@ def photo_set(max_side: int = 1600) -> list[bytes]:
 
 
 def answers(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
-    return [c for c in fake.replies_to(message)
-            if c.method == "sendPhoto" or (c.method == "sendMessage" and not c.params["text"].startswith(STATUS))]
+    """A photo's results and sentences (testkit.replies), status messages aside."""
+    return replies_of(fake, message, "sendPhoto", "sendMessage")
 
 
 def all_answers(fake: FakeTelegram, messages: list[dict[str, Any]]) -> list[list[Call]]:
@@ -147,11 +149,15 @@ def run_load(home: Path, users: int, photos: int, bursts: int, gap_s: float, dea
             deadline = started + deadline_s
             try:
                 fake.wait_for(lambda: all(all_answers(fake, [m for m, _ in sent])),
-                              max(1.0, deadline - time.monotonic()))
-            except TimeoutError:
+                              max(1.0, deadline - time.monotonic()), "answer to every photo")
+            except WaitTimeout:
                 pass
-            time.sleep(2)  # let a duplicate answer show, if there were one
             total_s = time.monotonic() - started
+            try:  # a duplicate answer, if there were one, is out once the journal has settled
+                fake.wait_for(lambda: settled(bot.home, fake), max(1.0, deadline - time.monotonic()) + 60,
+                              "settled journal")
+            except WaitTimeout:
+                pass
             drawing = [pid for w in remote for pid in w.drawing_pids()] or list(bot.worker_pids().values())
             rss = {"bot": peak_rss_mb(bot.process.pid), "workers": [peak_rss_mb(pid) for pid in drawing],
                    "worker_mains": [peak_rss_mb(w.process.pid) for w in remote]}

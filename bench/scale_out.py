@@ -1,6 +1,6 @@
 """The broker path against the bot's own worker processes, in one run on this machine.
 
-    python -m bench.scale_out --home DIR [--users 20] [--photos 60] [--bursts 4] [--gap 3]
+    python -m bench.scale_out --home DIR [--users 20] [--photos 60] [--bursts 4] [--gap 3] [--timings 3] [--no-load]
 
 Runs :mod:`bench.load` three times with the same photos and the same total
 threads (this machine's 2 cores): the embedded pool (1 worker x 2 threads),
@@ -11,21 +11,77 @@ costs a photo (the bot's round trip from queue to result, less the time the
 worker measured itself, from the bot's log lines), and how much more the
 broker path costs than the pipe to a local worker; and peak RSS of the bot and
 of a drawing process. Needs ``redis-server`` on the PATH.
+
+Then, ``--timings`` times over, a fresh ``animebot worker`` on that Redis is timed (the
+numbers tests/test_celery_worker.py used to bound, now reported here): an order in a style
+it lacks, from sending to its refusal coming back (the test allowed 10 s for two); and, after
+SIGKILL to its main process, until its pool process is gone and until its heartbeat is gone
+from Redis (the test allowed 15 s for the heartbeat).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+import redis as redis_client
+
 from bench.load import run_load
-from tests.redis_server import RedisServer
+from bot.drawing.celery.wire import TASK_NAME, make_celery, order_to_message, read_workers, result_from_message
+from inference.drawer import WorkFailed, WorkOrder
+from inference.pipeline import ConvertSettings
+from testkit.redis_server import RedisServer
+from testkit.wait import wait_for
+from testkit.worker_harness import start_worker
+
+PHOTO = Path(__file__).resolve().parents[2] / "shared" / "photos" / "square_512.jpg"
 
 LAYOUTS = (("embedded, 1 worker x 2 threads", None, 0, "2"),
            ("Celery, 1 worker x 2 threads", "broker", 1, "2"),
            ("Celery, 2 workers x 1 thread", "broker", 2, "1"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+def worker_timings(home: Path, redis: RedisServer, folder: Path, rounds: int) -> dict[str, list[float]]:
+    """Seconds, per round with a fresh worker: a refusal's round trip, and a killed worker's pool
+    process and heartbeat disappearing (see the module docstring)."""
+    url = redis.url(db=7)  # a queue and heartbeats of its own
+    app = make_celery(url, 120)
+    out: dict[str, list[float]] = {"refusal_s": [], "pool_gone_s": [], "heartbeat_gone_s": []}
+    client = redis_client.Redis.from_url(url)
+    try:
+        for i in range(rounds):
+            worker = start_worker(folder / f"timing-{i}", home, url)
+            try:
+                (info,) = wait_for(lambda: read_workers(client), 60, "heartbeat of the new worker")
+                order = WorkOrder(f"bench-{i}", PHOTO.read_bytes(), "nosuch", ConvertSettings())
+                t0 = time.monotonic()
+                task = app.send_task(TASK_NAME, args=[order_to_message(order)], task_id=str(uuid.uuid4()))
+                reply = result_from_message(task.get(timeout=120))
+                out["refusal_s"].append(time.monotonic() - t0)
+                assert isinstance(reply, WorkFailed), reply
+                worker.kill_main()
+                t0 = time.monotonic()
+                wait_for(lambda: not _alive(info.pid), 300, "end of the pool process")
+                out["pool_gone_s"].append(time.monotonic() - t0)
+                wait_for(lambda: not read_workers(client), 300, "end of the heartbeat")
+                out["heartbeat_gone_s"].append(time.monotonic() - t0)
+            finally:
+                worker.kill9()
+    finally:
+        client.close()
+    return out
 
 
 def main() -> None:
@@ -35,12 +91,18 @@ def main() -> None:
     ap.add_argument("--photos", type=int, default=60)
     ap.add_argument("--bursts", type=int, default=4)
     ap.add_argument("--gap", type=float, default=3.0)
+    ap.add_argument("--timings", type=int, default=3, help="rounds of the worker timings (0: none)")
+    ap.add_argument("--no-load", action="store_true", help="the worker timings only")
     args = ap.parse_args()
     reports: list[tuple[str, dict[str, Any]]] = []
+    timings: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         redis = RedisServer(Path(tmp) / "redis").start()
         try:
-            for name, broker, workers, threads in LAYOUTS:
+            if args.timings:
+                timings = worker_timings(args.home.resolve(), redis, Path(tmp), args.timings)
+                print("worker timings", json.dumps(timings), flush=True)
+            for name, broker, workers, threads in () if args.no_load else LAYOUTS:
                 env = {"ANIMEBOT_THREADS": threads, "ANIMEBOT_WORKERS": "1", "ANIMEBOT_RATE_PER_MINUTE": "0"}
                 r = run_load(args.home.resolve(), args.users, args.photos, args.bursts, args.gap, 1800.0, env,
                              redis.url() if broker else None, workers, probes=5)
@@ -48,6 +110,15 @@ def main() -> None:
                 print(name, json.dumps(r), flush=True)
         finally:
             redis.kill()
+    if timings:
+        print("| a worker's | median s | max s | rounds |")
+        print("|---|---|---|---|")
+        for key, what in (("refusal_s", "refusal of a style it lacks, round trip"),
+                          ("pool_gone_s", "pool process gone after SIGKILL to its main process"),
+                          ("heartbeat_gone_s", "heartbeat gone from Redis after that SIGKILL")):
+            print(f"| {what} | {statistics.median(timings[key]):.2f} | {max(timings[key]):.2f} | {len(timings[key])} |")
+    if not reports:
+        return
     base = reports[0][1]
     print("| layout | photos/min | vs embedded | idle photo s | result p50 s | result p95 s | p95 vs embedded "
           "| peak RSS bot MB | peak RSS drawing process MB |")

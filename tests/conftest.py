@@ -9,13 +9,9 @@ in a fixture that skips with the reason, never at import. Tests are marked ``rea
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import io
-import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -24,7 +20,8 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from inference.backends import TorchStylizer
 from inference.generator import Generator, GeneratorWidths
-from tests.bot_harness import serving, start_bot
+from testkit.bot_harness import serving, start_bot
+from testkit.redis_server import RedisServer, have_redis_server
 from weights.store import ModelStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +34,6 @@ DET_FILE = MODELS / "det_500m.onnx"
 # The styles a data dir has once every file in ../shared/models is imported.
 STYLE_NAMES = ("hayao", "cute", "hayao_v3", "shinkai", "jp_face", "sketch", "cartoon")
 
-T = TypeVar("T")
 TINY_WIDTHS = GeneratorWidths(
     a=(4, 8, 8), b=(8, 8), c_in=8, res=8, hidden=(8, 8, 8, 8), c_out=8, d=(8, 8), e=(8, 8, 4)
 )
@@ -184,45 +180,20 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> ModelStore:
     return ModelStore(store.home)  # as a fresh process finds it
 
 
-def journal_rows(home: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
-    """Rows from a running bot's own journal (``HOME/bot.db``), read on a connection of our own as an
-    operator could: what the bot has stored and handled, rather than how long it has had."""
-    with contextlib.closing(sqlite3.connect(home / "bot.db", timeout=30)) as db:
-        return db.execute(sql, params).fetchall()
+def redis_or_skip() -> None:
+    if not have_redis_server():
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
 
 
-_CARRYING = ("json_extract(payload, '$.message.message_id') = ? AND json_extract(payload, '$.message.chat.id') = ?")
-
-
-def handled(home: Path, message: dict[str, Any]) -> bool:
-    """Whether the bot has stored the update carrying ``message`` and its handler has returned:
-    after that, a reply to it can only come from a job it created (see :func:`jobs_for`)."""
-    rows = journal_rows(home, f"SELECT handled FROM updates WHERE {_CARRYING}", message["message_id"],
-                        message["chat"]["id"])
-    return rows == [(1,)]
-
-
-def jobs_for(home: Path, message: dict[str, Any]) -> list[str]:
-    """The states of the jobs the bot took on for the update carrying ``message`` (a single photo's
-    job is named after its update)."""
-    rows = journal_rows(home, f"SELECT j.state FROM jobs j JOIN updates u ON j.job_id = CAST(u.update_id AS TEXT)"
-                              f" WHERE {_CARRYING.replace('payload', 'u.payload')}", message["message_id"],
-                        message["chat"]["id"])
-    return [str(r[0]) for r in rows]
-
-
-async def within(step: Awaitable[T], seconds: float = 120) -> T:
-    """``step``, or a clear failure instead of a test that hangs (a safety net, not a measurement)."""
-    return await asyncio.wait_for(step, seconds)
-
-
-async def until(condition: Callable[[], bool], seconds: float = 120) -> None:
-    """Wait, on the event loop, until ``condition()`` holds (see :func:`within`)."""
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.02)
-
-    await within(poll(), seconds)
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A running, password-protected redis-server for the test module, stopped after it."""
+    redis_or_skip()
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.kill()
 
 
 def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.bot_harness import final_answer, group_chat, private_chat, start_bot
-from tests.conftest import journal_rows, synthetic_photo
-from tests.fake_telegram import TOKEN, FakeTelegram
+from testkit.bot_harness import group_chat, private_chat, start_bot
+from testkit.replies import final_answer
+from tests.conftest import synthetic_photo
+from testkit.journal import journal_rows
+from testkit.fake_telegram import TOKEN, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

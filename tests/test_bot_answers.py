@@ -9,7 +9,6 @@ cache entries or replies. The photos are made here: what they show is not the po
 from __future__ import annotations
 
 import io
-import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,9 +17,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
+from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.journal import all_handled, drawn_by
+from testkit.replies import album_files, buttons, final_answer, first_answer
 from tests.conftest import CUTE_FILE
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 ADMIN = 990001
@@ -54,16 +55,12 @@ def photos_sent(fake: FakeTelegram, chat_id: int) -> list[bytes]:
         if call.method == "sendPhoto":
             out.append(fake.sent_file(call, "photo"))
         elif call.method == "sendMediaGroup":
-            out.extend(fake.sent_file(Call("x", {"m": item["media"]}, call.files), "m") for item in call.params["media"])
+            out.extend(data for _, data in album_files(fake, call))
     return out
 
 
 def result_of(fake: FakeTelegram, message: dict[str, Any]) -> Call:
-    return fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == "sendPhoto"], 180)[0]
-
-
-def buttons(call: Call) -> list[str]:
-    return [b["callback_data"] for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
+    return first_answer(fake, message, "sendPhoto", timeout=180)
 
 
 def message_of(call: Call) -> dict[str, Any]:
@@ -170,10 +167,10 @@ def test_ten_presses_of_one_button_give_one_answer_and_no_chat_noise(served: tup
     for _ in range(10):
         fake.press(user, message_of(result), data)
     fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 60)
-    fake.wait_for(lambda: settled(bot, fake), 60)
+    fake.wait_for(lambda: all_handled(bot.home, fake), 60)
     assert len(fake.calls_to("sendDocument", chat["id"])) == 1
     assert len(fake.messages_to(chat["id"])) == texts_before  # no "please wait" in the chat
-    assert drawn_today(bot, user["id"]) == 1  # the presses drew nothing
+    assert drawn_by(bot.home, user["id"]) == 1  # the presses drew nothing
 
 
 def test_an_album_over_the_quota_draws_what_fits_and_says_how_many_were_left_out(
@@ -235,19 +232,7 @@ def test_a_blocked_user_is_one_warning_line(served: tuple[RunningBot, FakeTelegr
     chat, user = private_chat(3121)
     fake.blocked.add(user["id"])
     fake.text_message(chat, user, "/start")
-    fake.wait_for(lambda: settled(bot, fake), 60)
+    fake.wait_for(lambda: all_handled(bot.home, fake), 60)
     lines = [ln for ln in bot.log().splitlines() if "blocked by the user" in ln]
     assert len(lines) == 1 and " WARNING " in lines[0] and "Forbidden: Forbidden" not in lines[0]
     assert "Traceback" not in bot.log()
-
-
-def settled(bot: RunningBot, fake: FakeTelegram) -> bool:
-    """Whether every update pushed so far is in the bot's journal and handled."""
-    with sqlite3.connect(bot.home / "bot.db") as db:
-        handled = {row[0] for row in db.execute("SELECT update_id FROM updates WHERE handled = 1")}
-    return set(fake.pushed) <= handled
-
-
-def drawn_today(bot: RunningBot, user_id: int) -> int:
-    with sqlite3.connect(bot.home / "bot.db") as db:
-        return int(db.execute("SELECT COALESCE(SUM(drawn), 0) FROM jobs WHERE user_id = ?", (user_id,)).fetchone()[0])

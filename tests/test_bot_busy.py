@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 import io
-import sqlite3
 from collections.abc import Callable, Iterator
 
 import pytest
 from PIL import Image
 
 from bot.chat.replies import NOTICE_EDIT_EVERY_S
-from tests.bot_harness import RunningBot, final_answer, private_chat, serving, start_bot
-from tests.test_bot_answers import jpeg, photos_sent, settled
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.replies import final_answer
+from testkit.journal import all_handled, open_jobs
+from tests.test_bot_answers import jpeg, photos_sent
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -59,7 +60,7 @@ def test_a_burst_past_the_limit_is_told_once_how_many_were_not_taken(small_bot: 
     for i in range(7):
         fake.photo_message(chat, user, jpeg(330 + i))
     fake.wait_for(lambda: photos_sent(fake, chat["id"]), 180)
-    fake.wait_for(lambda: settled(bot, fake), 60)
+    fake.wait_for(lambda: all_handled(bot.home, fake), 60)
     waits = [c for c in fake.messages_to(chat["id"]) if c.params["text"].startswith("You already have")]
     assert len(photos_sent(fake, chat["id"])) == 1 and len(waits) == 1
 
@@ -87,11 +88,11 @@ def test_an_album_past_the_limit_is_drawn_as_far_as_it_fits_and_says_so(small_bo
 def test_admins_have_no_waiting_limit(small_bot: tuple[RunningBot, FakeTelegram]) -> None:
     bot, fake = small_bot
     chat, user = private_chat(ADMIN)
-    fake.wait_for(lambda: settled(bot, fake) and not open_jobs(bot), 120)  # the queue of 1 is free again
+    fake.wait_for(lambda: all_handled(bot.home, fake) and not open_jobs(bot.home), 120)  # the queue of 1 is free again
     for i in range(2):  # one drawing, one waiting: past the limit of 1, within the queue of 1
         fake.photo_message(chat, user, jpeg(350 + i))
     fake.wait_for(lambda: len(photos_sent(fake, chat["id"])) >= 2, 180)
-    fake.wait_for(lambda: settled(bot, fake), 60)
+    fake.wait_for(lambda: all_handled(bot.home, fake), 60)
     assert not [c for c in fake.messages_to(chat["id"]) if c.params["text"].startswith("You already have")]
 
 
@@ -100,12 +101,6 @@ def mirrored(photo: bytes) -> bytes:
     out = io.BytesIO()
     Image.open(io.BytesIO(photo)).transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(out, "JPEG", quality=90)
     return out.getvalue()
-
-
-def open_jobs(bot: RunningBot) -> int:
-    """Jobs taken on and not yet answered: each holds a place in the queue of 1 until its answer is out."""
-    with sqlite3.connect(bot.home / "bot.db") as db:
-        return int(db.execute("SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running')").fetchone()[0])
 
 
 def test_a_photo_forwarded_by_many_at_once_is_drawn_once(real_store: ModelStore,

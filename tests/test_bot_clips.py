@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.bot_harness import RunningBot, final_answer, group_chat, private_chat, serving
-from tests.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import journal_rows
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.replies import final_answer, first_answer, label
+from testkit.clip_maker import mp4, pan_frames, read_back
+from testkit.journal import journal_rows
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 MAX_S = 3  # the bot's longest clip here: short clips keep the module quick on two cores
 ADMIN = 6999
-STATUS = ("In queue", "Drawing")
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +37,12 @@ def street(shared_photo: Callable[[str], bytes]) -> bytes:
 
 
 def clip_reply(fake: FakeTelegram, message: dict[str, Any], method: str, timeout: float = 300) -> Call:
-    return fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == method], timeout)[0]
+    return first_answer(fake, message, method, timeout=timeout)
 
 
 def answer_to(fake: FakeTelegram, message: dict[str, Any], timeout: float = 300) -> str:
     """'video', or the text of the bot's final reply to ``message`` (status messages aside)."""
-    def final() -> str | None:
-        for c in fake.replies_to(message):
-            if c.method == "sendVideo":
-                return "video"
-            if c.method == "sendMessage" and not str(c.params["text"]).startswith(STATUS):
-                return str(c.params["text"])
-        return None
-
-    return str(fake.wait_for(final, timeout))
+    return label(first_answer(fake, message, "sendVideo", "sendMessage", timeout=timeout))
 
 
 def press_answers(fake: FakeTelegram, since: int) -> list[str]:

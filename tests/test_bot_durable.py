@@ -15,13 +15,13 @@ import pytest
 from PIL import Image, ImageOps
 
 from storage.journal import Journal
-from tests.bot_harness import private_chat, start_bot
-from tests.conftest import journal_rows
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import private_chat, start_bot
+from testkit.journal import journal_rows, settled
+from testkit.replies import STATUS, answers as replies_of
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-STATUS = ("In queue", "Drawing", "Album of")
 FAST = {"ANIMEBOT_MAX_SIDE": "320", "ANIMEBOT_PER_USER_LIMIT": "20", "ANIMEBOT_RATE_PER_MINUTE": "0"}
 
 
@@ -43,8 +43,7 @@ def distinct_photos(files: list[Path], count: int) -> list[bytes]:
 
 def answers(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
     """The bot's answers to ``message``: result photos and final sentences, not status messages."""
-    return [c for c in fake.replies_to(message)
-            if c.method == "sendPhoto" or (c.method == "sendMessage" and not c.params["text"].startswith(STATUS))]
+    return replies_of(fake, message, "sendPhoto", "sendMessage")
 
 
 def leftover_status(fake: FakeTelegram) -> list[str]:
@@ -52,13 +51,6 @@ def leftover_status(fake: FakeTelegram) -> list[str]:
     with fake._cond:
         return [m["text"] for m in fake.messages.values()
                 if m.get("from", {}).get("is_bot") and str(m.get("text", "")).startswith(STATUS)]
-
-
-def settled(home: Path) -> bool:
-    """Every stored update handled and every job answered: from here on the bot sends nothing of
-    its own accord, so a duplicate that has not arrived never will."""
-    return not journal_rows(home, "SELECT 1 FROM updates WHERE handled = 0") and not journal_rows(
-        home, "SELECT 1 FROM jobs WHERE state IN ('queued', 'running')")
 
 
 def send_all(fake: FakeTelegram, photos: list[bytes]) -> list[dict[str, Any]]:
@@ -94,7 +86,7 @@ def test_after_a_kill_9_every_accepted_photo_is_answered_exactly_once(real_store
 
         bot = start_bot(fake, tmp_path / "bot", real_store.home, **FAST)
         try:
-            fake.wait_for(lambda: all(answers(fake, m) for m in sent) and settled(bot.home), 600)
+            fake.wait_for(lambda: all(answers(fake, m) for m in sent) and settled(bot.home, fake), 600)
             assert journal_rows(bot.home, "SELECT state, COUNT(*) FROM jobs GROUP BY state") == [("done", len(sent))]
             for m in sent:
                 got = answers(fake, m)
@@ -126,7 +118,7 @@ def test_sigterm_finishes_the_photo_being_drawn_and_keeps_the_rest(real_store: M
 
         bot = start_bot(fake, tmp_path / "bot", real_store.home, **FAST)
         try:
-            fake.wait_for(lambda: all(answers(fake, m) for m in sent) and settled(bot.home), 600)
+            fake.wait_for(lambda: all(answers(fake, m) for m in sent) and settled(bot.home, fake), 600)
             assert all(len(answers(fake, m)) == 1 for m in sent), [len(answers(fake, m)) for m in sent]
             assert not leftover_status(fake)
         finally:

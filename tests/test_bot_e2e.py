@@ -20,9 +20,11 @@ from PIL import Image
 
 from inference.engine import load_face_tools, load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size
-from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
-from tests.conftest import CUTE_FILE, PHOTOS, handled, jobs_for, psnr
-from tests.fake_telegram import TOKEN, Call, FakeTelegram
+from testkit.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from tests.conftest import CUTE_FILE, PHOTOS, psnr
+from testkit.journal import handled, jobs_for
+from testkit.replies import answers, first_answer, is_status
+from testkit.fake_telegram import TOKEN, Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -53,16 +55,14 @@ def photo(name: str) -> bytes:
 
 
 def photo_reply(fake: FakeTelegram, message: dict[str, Any], timeout: float = 180) -> Call:
-    return fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == "sendPhoto"], timeout)[0]
+    return first_answer(fake, message, "sendPhoto", timeout=timeout)
 
 
 def text_reply(fake: FakeTelegram, message: dict[str, Any], timeout: float = 60) -> str:
-    call = fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == "sendMessage"
-                                  and "reply_markup" not in c.params and c.params["text"] not in STATUS], timeout)[0]
+    """The first sentence in reply to ``message``: no status, and no menu (a message with buttons)."""
+    call = fake.wait_for(lambda: [c for c in answers(fake, message, "sendMessage") if "reply_markup" not in c.params],
+                         timeout)[0]
     return str(call.params["text"])
-
-
-STATUS = {"Drawing…", "In queue, #1…", "In queue, #2…", "In queue, #3…"}
 
 
 def image_of(fake: FakeTelegram, call: Call, field: str = "photo") -> Image.Image:
@@ -101,7 +101,7 @@ def test_private_photo_gets_anime_reply_like_the_engine(bot: RunningBot, fake: F
     assert np.asarray(got.convert("L"), np.float32).std() > 20  # a picture, not a flat fill
     # the status message appeared, then went away once the photo was sent
     status = [c for c in fake.replies_to(msg) if c.method == "sendMessage"]
-    assert status and status[0].params["text"] in STATUS
+    assert status and is_status(status[0]), status
     fake.wait_for(lambda: fake.calls_to("deleteMessage", chat["id"]), 10)
     assert fake.calls_to("sendChatAction", chat["id"])[0].params["action"] == "upload_photo"
     assert any(b.startswith("f:") for b in buttons(reply)) and not any(b.startswith("r:hayao:") for b in buttons(reply))

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.bot_harness import RunningBot, private_chat, serving
+from testkit.bot_harness import RunningBot, private_chat, serving
 from tests.conftest import synthetic_photo
-from tests.fake_telegram import DROP, Fault, FakeTelegram, flood
+from testkit.fake_telegram import DROP, Fault, FakeTelegram, flood
+from testkit.replies import answers
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -25,7 +26,7 @@ def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 def photo_reply(fake: FakeTelegram, message: dict[str, Any]) -> Any:
-    return fake.wait_for(lambda: [c for c in fake.replies_to(message) if c.method == "sendPhoto"], 180)
+    return fake.wait_for(lambda: answers(fake, message, "sendPhoto"), 180)
 
 
 def job_lines(bot: RunningBot) -> list[str]:

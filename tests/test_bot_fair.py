@@ -6,7 +6,6 @@ queue is long enough to watch: its order of service, its status messages, and a 
 from __future__ import annotations
 
 import re
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -14,9 +13,10 @@ from typing import Any
 import pytest
 
 from bot.chat.status import EDIT_EVERY_S
-from tests.bot_harness import RunningBot, private_chat, serving, start_bot
-from tests.conftest import jobs_for
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.journal import jobs_for, settled
+from testkit.replies import STATUS, answers, labels
+from testkit.fake_telegram import Call, FakeTelegram
 from tests.test_bot_answers import jpeg
 from weights.store import ModelStore
 
@@ -33,13 +33,11 @@ def served(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def picture(fake: FakeTelegram, message: dict[str, Any]) -> Call | None:
-    return next((c for c in fake.replies_to(message) if c.method == "sendPhoto"), None)
+    return next(iter(answers(fake, message, "sendPhoto")), None)
 
 
 def finals(fake: FakeTelegram, message: dict[str, Any]) -> list[str]:
-    return [c.method if c.method == "sendPhoto" else c.params["text"] for c in fake.replies_to(message)
-            if c.method == "sendPhoto" or (c.method == "sendMessage" and not c.params["text"].startswith(("In queue",
-                                                                                                            "Drawing")))]
+    return labels(fake, message, "sendPhoto", "sendMessage")
 
 
 def test_ten_users_send_five_each_then_one_sends_one_and_all_are_drawn_in_turn(
@@ -51,9 +49,10 @@ def test_ten_users_send_five_each_then_one_sends_one_and_all_are_drawn_in_turn(
             heavy.setdefault(u, []).append(fake.photo_message(*private_chat(7000 + u), jpeg(7000 + 10 * u + n)))
     late = fake.photo_message(*private_chat(7099), jpeg(7099))
     everyone = [m for ms in heavy.values() for m in ms] + [late]
-    fake.wait_for(lambda: all(picture(fake, m) for m in everyone), 600)
-    time.sleep(2)
-    assert [finals(fake, m) for m in everyone] == [["sendPhoto"]] * 51  # no refusal below the default limits
+    home = served[0].home
+    fake.wait_for(lambda: all(picture(fake, m) for m in everyone) and settled(home, fake), 600,
+                  "picture for every photo, with the journal settled")  # nothing more will be sent
+    assert [finals(fake, m) for m in everyone] == [["photo"]] * 51  # no refusal below the default limits
     late_at = picture(fake, late).at  # type: ignore[union-attr]
     assert all(late_at < picture(fake, ms[4]).at for ms in heavy.values())  # type: ignore[union-attr]
 
@@ -64,7 +63,7 @@ def test_ten_users_send_five_each_then_one_sends_one_and_all_are_drawn_in_turn(
         chat_id = str(call.params.get("chat_id"))
         if call.method in ("sendMessage", "editMessageText") and chat_id in chats:
             text = str(call.params["text"])
-            if text.startswith(("In queue", "Drawing")):
+            if text.startswith(STATUS):
                 mid = call.result["message_id"] if call.method == "sendMessage" else call.params["message_id"]
                 texts[chat_id, int(mid)].append((call.at, text))
     assert texts
@@ -92,9 +91,9 @@ def test_a_restart_with_a_full_queue_answers_everything_once_in_the_same_fair_or
             bot.kill9()
             bot = start_bot(fake, home, real_store.home, **ENV)
             everyone = heavy + [light]
-            fake.wait_for(lambda: all(picture(fake, m) for m in everyone), 600)
-            time.sleep(2)
-            assert [len([c for c in fake.replies_to(m) if c.method == "sendPhoto"]) for m in everyone] == [1] * 13
+            fake.wait_for(lambda: all(picture(fake, m) for m in everyone) and settled(home, fake), 600,
+                          "picture for every photo, with the journal settled")  # nothing more will be sent
+            assert [len(answers(fake, m, "sendPhoto")) for m in everyone] == [1] * 13
             last_heavy = heavy[-3:]  # each heavy user's fourth photo
             assert all(picture(fake, light).at < picture(fake, m).at for m in last_heavy)  # type: ignore[union-attr]
         finally:

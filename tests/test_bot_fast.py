@@ -8,9 +8,9 @@ import pytest
 from bot.service.config import ConfigError, load_config
 from inference.engine import build_animeganv2
 from inference.prune import prune, save_lite
-from tests.bot_harness import private_chat, start_bot
+from testkit.bot_harness import private_chat, start_bot
 from tests.conftest import synthetic_photo
-from tests.fake_telegram import FakeTelegram
+from testkit.fake_telegram import FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

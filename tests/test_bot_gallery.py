@@ -28,9 +28,11 @@ from bot.flow.previews import PREVIEW_SETTINGS, compose, layout, sheet_key
 from bot.flow.requests import REQUEST_VERSION, Request, Source, request_from_json, request_to_json
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings, Converted
-from tests.bot_harness import RunningBot, private_chat, serving, start_bot
-from tests.conftest import MODELS, journal_rows, synthetic_photo
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
+from tests.conftest import MODELS, synthetic_photo
+from testkit.journal import drawn_by, journal_rows, settled
+from testkit.replies import album_files, answers, buttons
+from testkit.fake_telegram import Call, FakeTelegram
 from storage.journal import Journal
 from weights.registry import builtin_entries
 from weights.store import ModelStore
@@ -228,12 +230,8 @@ def picture(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), np.float32)
 
 
-def keyboard(call: Call) -> list[str]:
-    return [b["callback_data"] for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
-
-
 def photos_to(fake: FakeTelegram, message: dict[str, Any], since: int = 0) -> list[Call]:
-    return [c for c in fake.replies_to(message) if c.method == "sendPhoto"][since:]
+    return answers(fake, message, "sendPhoto")[since:]
 
 
 def one_photo(fake: FakeTelegram, message: dict[str, Any], since: int = 0, timeout: float = 600) -> Call:
@@ -241,22 +239,7 @@ def one_photo(fake: FakeTelegram, message: dict[str, Any], since: int = 0, timeo
 
 
 def albums_to(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
-    return [c for c in fake.replies_to(message) if c.method == "sendMediaGroup"]
-
-
-def album_items(fake: FakeTelegram, album: Call) -> list[tuple[str, bytes]]:
-    return [(item.get("caption", ""), fake.sent_file(Call("x", {"m": item["media"]}, album.files), "m"))
-            for item in album.params["media"]]
-
-
-def drawn_today(home: Path, user_id: int) -> int:
-    rows = journal_rows(home, "SELECT COALESCE(SUM(drawn), 0) FROM jobs WHERE user_id = ?", user_id)
-    return int(rows[0][0])  # type: ignore[call-overload]
-
-
-def settled(home: Path) -> bool:
-    return not journal_rows(home, "SELECT 1 FROM jobs WHERE state IN ('queued', 'running')") and \
-        not journal_rows(home, "SELECT 1 FROM updates WHERE handled = 0")
+    return answers(fake, message, "sendMediaGroup")
 
 
 def drawings_logged(bot: RunningBot, size: str) -> list[str]:
@@ -285,7 +268,7 @@ def test_style_previews_are_drawn_once_by_the_workers_then_sent_by_file_id(
     assert statuses == ["Drawing every style on one photo for the previews…"]
     assert sorted(drawings_logged(bot, "900x900")) == sorted(GALLERY), "one order per style, drawn by the workers"
     assert "Hayao" in sheet.params["caption"]
-    assert keyboard(sheet) == [f"s:{n}:8101" for n in gallery.ordered]  # no photo of theirs yet: no own preview
+    assert buttons(sheet) == [f"s:{n}:8101" for n in gallery.ordered]  # no photo of theirs yet: no own preview
 
     image = picture(fake.sent_file(sheet, "photo"))
     size, boxes = layout(1 + len(GALLERY), (PREVIEW_SETTINGS.max_side,) * 2)  # the sample photo, then each style
@@ -317,13 +300,13 @@ def test_all_styles_is_an_album_of_every_other_style_each_an_ordinary_result(
     chat, user = private_chat(ADMIN)  # no quota in the way; what it counts is read from the journal
     original = fake.photo_message(chat, user, photo_bytes("square_512.jpg", photos))
     result = one_photo(fake, original)
-    assert any(d.startswith("a:") for d in keyboard(result))
-    fake.wait_for(lambda: settled(bot.home), 60)
-    assert drawn_today(bot.home, ADMIN) == 1
+    assert any(d.startswith("a:") for d in buttons(result))
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, ADMIN) == 1
 
-    fake.press(user, result.result, next(d for d in keyboard(result) if d.startswith("a:")))
+    fake.press(user, result.result, next(d for d in buttons(result) if d.startswith("a:")))
     album = fake.wait_for(lambda: albums_to(fake, original), 600)[0]
-    items = album_items(fake, album)
+    items = album_files(fake, album)
     others = [n for n in gallery.ordered if n != "hayao"]
     assert [c.split("\n")[0] for c, _ in items] == [gallery.display(n, "en") for n in others]
     pictures = [picture(data) for _, data in items] + [picture(fake.sent_file(result, "photo"))]
@@ -331,24 +314,24 @@ def test_all_styles_is_an_album_of_every_other_style_each_an_ordinary_result(
     for i in range(len(pictures)):
         for j in range(i):
             assert np.abs(pictures[i] - pictures[j]).mean() > 4, (others + ["hayao"])[i]
-    buttons = fake.wait_for(lambda: [c for c in fake.replies_to(original) if c.method == "sendMessage"
-                                     and "by style" in c.params["text"]], 60)[0]
-    assert len(keyboard(buttons)) == len(others)
-    fake.wait_for(lambda: settled(bot.home), 60)
+    button_row = fake.wait_for(lambda: [c for c in fake.replies_to(original) if c.method == "sendMessage"
+                                        and "by style" in c.params["text"]], 60)[0]
+    assert len(buttons(button_row)) == len(others)
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
     press_job = journal_rows(bot.home, "SELECT photos, drawn FROM jobs WHERE user_id = ? ORDER BY created_at DESC"
                                        " LIMIT 1", ADMIN)
     assert press_job == [(len(others), len(others))], "once per style"
 
     # each drawing is an ordinary cached result: a redraw button answers with it, by file_id
-    result_id = next(d for d in keyboard(result) if d.startswith("a:"))[2:]
+    result_id = next(d for d in buttons(result) if d.startswith("a:"))[2:]
     fake.press(user, result.result, f"r:cute:{result_id}")
     cute = one_photo(fake, original, since=1, timeout=60)
     assert not cute.files and cute.params["photo"] == album.result[0]["photo"][-1]["file_id"]
-    fake.press(user, result.result, next(d for d in keyboard(result) if d.startswith("a:")))
+    fake.press(user, result.result, next(d for d in buttons(result) if d.startswith("a:")))
     again = fake.wait_for(lambda: albums_to(fake, original)[1:], 60)[0]
     assert not again.files, "a repeat is sent by file_id, nothing drawn or uploaded"
-    fake.wait_for(lambda: settled(bot.home), 60)
-    assert drawn_today(bot.home, ADMIN) == 1 + len(others)
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, ADMIN) == 1 + len(others)
 
 
 def test_all_styles_over_the_quota_draws_what_fits_and_says_the_rest(
@@ -360,16 +343,16 @@ def test_all_styles_over_the_quota_draws_what_fits_and_says_the_rest(
     img.save(buf, "JPEG", quality=90)
     original = fake.photo_message(chat, user, buf.getvalue())
     result = one_photo(fake, original)
-    fake.press(user, result.result, next(d for d in keyboard(result) if d.startswith("a:")))
+    fake.press(user, result.result, next(d for d in buttons(result) if d.startswith("a:")))
     album = fake.wait_for(lambda: albums_to(fake, original), 600)[0]
     left = QUOTA - 1
     others = [n for n in gallery.ordered if n != "hayao"]
-    assert [c.split("\n")[0] for c, _ in album_items(fake, album)] == [gallery.display(n, "en") for n in others[:left]]
+    assert [c.split("\n")[0] for c, _ in album_files(fake, album)] == [gallery.display(n, "en") for n in others[:left]]
     note = fake.wait_for(lambda: [c for c in fake.replies_to(original) if c.method == "sendMessage"
                                   and "Not drawn" in c.params["text"]], 60)[0]
     assert note.params["text"].startswith(f"Not drawn: the last {len(others) - left} of the {len(others)} styles")
-    fake.wait_for(lambda: settled(bot.home), 60)
-    assert drawn_today(bot.home, user["id"]) == QUOTA
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, user["id"]) == QUOTA
 
 
 def test_a_preview_on_my_last_photo_costs_one_photo_and_only_once(
@@ -380,12 +363,12 @@ def test_a_preview_on_my_last_photo_costs_one_photo_and_only_once(
     one_photo(fake, original)
     menu_msg = fake.text_message(chat, user, "/style")
     menu = one_photo(fake, menu_msg)
-    assert keyboard(menu)[-1] == "p:8301"
+    assert buttons(menu)[-1] == "p:8301"
     _, stranger = private_chat(8302)
     fake.press(stranger, menu.result, "p:8301")
     fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery") if "someone else" in c.params.get("text", "")])
-    fake.wait_for(lambda: settled(bot.home), 60)
-    before = drawn_today(bot.home, user["id"])
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    before = drawn_by(bot.home, user["id"])
 
     fake.press(user, menu.result, "p:8301")
     own = one_photo(fake, menu_msg, since=1)
@@ -395,14 +378,14 @@ def test_a_preview_on_my_last_photo_costs_one_photo_and_only_once(
     assert image.shape[:2] == size[::-1]
     tiles = [image[y0:y1, x0:x1] for x0, y0, x1, y1 in boxes]
     assert all(np.abs(tiles[i] - tiles[0]).mean() > 4 for i in range(1, len(tiles)))
-    fake.wait_for(lambda: settled(bot.home), 60)
-    assert drawn_today(bot.home, user["id"]) == before + 1, "every style on it, for one photo of the quota"
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, user["id"]) == before + 1, "every style on it, for one photo of the quota"
 
     fake.press(user, menu.result, "p:8301")
     repeat = one_photo(fake, menu_msg, since=2, timeout=60)
     assert not repeat.files and repeat.params["photo"] == own.result["photo"][-1]["file_id"]
-    fake.wait_for(lambda: settled(bot.home), 60)
-    assert drawn_today(bot.home, user["id"]) == before + 1
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, user["id"]) == before + 1
 
 
 def test_about_lists_each_style_with_its_credits_and_licence(served: tuple[RunningBot, FakeTelegram],
@@ -445,7 +428,7 @@ def test_all_styles_survives_a_crash_before_its_album_is_sent(gallery_home: Path
                 return False
 
             fake.intercept = crash_on_the_album
-            fake.press(user, result.result, next(d for d in keyboard(result) if d.startswith("a:")))
+            fake.press(user, result.result, next(d for d in buttons(result) if d.startswith("a:")))
             fake.wait_for(lambda: bot.process.poll() is not None, 600)
             fake.intercept = None
             assert not albums_to(fake, original)
@@ -456,7 +439,7 @@ def test_all_styles_survives_a_crash_before_its_album_is_sent(gallery_home: Path
         try:
             album = fake.wait_for(lambda: albums_to(fake, original), 600)[0]
             assert len(album.params["media"]) == len(GALLERY) - 1
-            fake.wait_for(lambda: settled(bot.home), 60)
+            fake.wait_for(lambda: settled(bot.home, fake), 60)
             assert len(albums_to(fake, original)) == 1
         finally:
             assert bot.stop() == 0, bot.log()
@@ -473,7 +456,7 @@ def test_a_photo_sent_with_a_spoiler_keeps_it_in_every_answer_about_it(
     original = fake.photo_message(chat, user, buf.getvalue(), spoiler=True)
     result = one_photo(fake, original)
     assert result.params.get("has_spoiler") is True
-    result_id = next(d for d in keyboard(result) if d.startswith("a:"))[2:]
+    result_id = next(d for d in buttons(result) if d.startswith("a:"))[2:]
 
     fake.press(user, result.result, f"r:cute:{result_id}")
     assert one_photo(fake, original, since=1).params.get("has_spoiler") is True, "a redraw"

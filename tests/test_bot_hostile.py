@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.bot_harness import RunningBot, group_chat, private_chat, serving
-from tests.clip_maker import read_back
-from tests.conftest import handled, jobs_for, synthetic_photo
-from tests.fake_telegram import Call, FakeTelegram
+from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.clip_maker import read_back
+from tests.conftest import synthetic_photo
+from testkit.journal import handled, jobs_for
+from testkit.replies import answers
+from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-STATUS = ("In queue", "Drawing")
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +45,7 @@ def animation(fmt: str) -> bytes:
 
 def only_answer(fake: FakeTelegram, message: dict[str, Any]) -> Call:
     """The one answer to ``message`` (status messages aside); fails if there are two."""
-    def final() -> list[Call]:
-        return [c for c in fake.replies_to(message)
-                if c.method in ("sendPhoto", "sendDocument")
-                or (c.method == "sendMessage" and not c.params["text"].startswith(STATUS))]
-
-    got = fake.wait_for(final, 180)
+    got = fake.wait_for(lambda: answers(fake, message, "sendPhoto", "sendDocument", "sendMessage"), 180)
     assert len(got) == 1, [c.params for c in got]
     return got[0]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.bot_harness import REPO, private_chat, start_bot
+from testkit.bot_harness import REPO, private_chat, start_bot
 from tests.conftest import synthetic_photo
-from tests.fake_telegram import FakeTelegram
+from testkit.fake_telegram import FakeTelegram
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_harness import REPO, final_answer, private_chat, start_bot
-from tests.fake_telegram import DROP, FakeTelegram, flood
+from testkit.bot_harness import REPO, private_chat, start_bot
+from testkit.replies import final_answer
+from testkit.fake_telegram import DROP, FakeTelegram, flood
 from weights.store import ModelStore
 
 

@@ -2,20 +2,26 @@
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from telegram.ext import CallbackQueryHandler
+
+from bot.app import build_application
 from bot.service.config import ConfigError, broker_password, load_config
 from bot.chat.photos import anime_command
 from bot.chat.i18n import TEXTS, error_text, pick_lang, t
-from bot.chat.keyboards import FULL_SIZE, REDRAW, SET_LANG, SET_OPTION, SET_STYLE, result_keyboard
+from bot.chat.keyboards import (REDRAW, album_keyboard, cancel_keyboard, lang_keyboard, result_keyboard, settings_keyboard,
+                                style_keyboard)
 from bot.service.logs import RedactingFormatter
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 from weights.registry import builtin_entries
+from weights.store import ModelStore
 
 TOKEN = "987654:SECRET-token_value"
 
@@ -72,7 +78,36 @@ def test_the_token_never_reaches_a_log_line_even_in_a_traceback() -> None:
     assert TOKEN not in text and text.count("<token>") == 2
 
 
-def test_buttons_carry_only_a_result_id_and_forged_data_matches_no_route() -> None:
+def routes(store: ModelStore) -> list[re.Pattern[str]]:
+    """Every callback-data pattern the bot's application routes to a handler of its own (the
+    catch-all, which answers "expired", has none): read from the app, so a new route is here too."""
+    app, _ = build_application(load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_HOME": str(store.home)}, dotenv=None))
+    handlers = [h for group in app.handlers.values() for h in group if isinstance(h, CallbackQueryHandler)]
+    assert any(h.pattern is None for h in handlers), "no catch-all for presses that match no route"
+    return [h.pattern for h in handlers if isinstance(h.pattern, re.Pattern)]
+
+
+def genuine_buttons() -> list[str]:
+    """The callback data of every keyboard the bot builds, as a user would press them."""
+    styles = Styles(tuple(e for e in builtin_entries() if e.kind == "style"), "hayao", ConvertSettings())
+    markups = [result_keyboard(styles, "hayao", "Ab-_0123456x", "en"), album_keyboard(["Ab-_0123456y"] * 2, "en"),
+               style_keyboard(styles, "hayao", 4242, "en", own_photo=True), lang_keyboard(4242),
+               settings_keyboard(ConvertSettings(), "en"), cancel_keyboard("1234", "en")]
+    return [str(b.callback_data) for m in markups for row in m.inline_keyboard for b in row]
+
+
+def forgeries(data: str) -> list[str]:
+    """Data no button carries, made from a genuine one: an unknown kind, a field emptied, a field
+    with a space in it, a field too many."""
+    kind, *fields = data.split(":")
+    out = ["z" + data[1:], kind + ":" + ":".join(fields[:-1]), data + ":1", data + "x:1"]
+    for i in range(len(fields)):
+        for bad in ("", "a b", "../" + fields[i]):
+            out.append(":".join([kind, *fields[:i], bad, *fields[i + 1:]]))
+    return out
+
+
+def test_buttons_carry_only_a_result_id_and_forged_data_matches_no_route(tiny_store: ModelStore) -> None:
     styles = Styles(tuple(e for e in builtin_entries() if e.kind == "style"), "hayao", ConvertSettings())
     markup = result_keyboard(styles, "hayao", "Ab-_0123456x", "en")
     datas = [b.callback_data for row in markup.inline_keyboard for b in row]
@@ -80,10 +115,28 @@ def test_buttons_carry_only_a_result_id_and_forged_data_matches_no_route() -> No
     assert "f:Ab-_0123456x" in datas and not any(str(d).startswith("r:hayao:") for d in datas)
     redraw = REDRAW.match(str(datas[0]))
     assert redraw is not None and redraw.group(2) == "Ab-_0123456x"
-    routes = (REDRAW, FULL_SIZE, SET_STYLE, SET_LANG, SET_OPTION)
-    for forged in ("", "x", "r:hayao", "r:hayao:short", "f:" + "a" * 16, "f:hayao:" + "a" * 16, "q:1", "s:",
-                   "s:hayao", "l:en", "o:faces", "o:nope:1", "r" * 65):
-        assert not any(route.match(forged) for route in routes), forged
+
+    known = routes(tiny_store)
+    genuine = genuine_buttons()
+    assert all(len(d.encode()) <= 64 for d in genuine)
+    # Each button the bot makes goes to exactly one route, and each route has a button, so forging
+    # from the buttons below reaches every route (a new route needs its keyboard in genuine_buttons).
+    for data in genuine:
+        assert sum(1 for route in known if route.match(data)) == 1, data
+    unreached = [route.pattern for route in known if not any(route.match(d) for d in genuine)]
+    assert not unreached, f"routes no genuine button reaches (add its keyboard to genuine_buttons): {unreached}"
+    forged = [f for data in genuine for f in forgeries(data)]
+    forged += ["", "x", "r:hayao", "r:hayao:short", "f:" + "a" * 16, "f:hayao:" + "a" * 16, "q:1", "s:", "s:hayao",
+               "l:en", "o:faces", "o:nope:1", "r" * 65, "a:" + "a" * 11, "a:" + "a" * 13, "p:", "p:-1", "x:",
+               "x:" + "9" * 21, "o:strength:1000", "s:" + "a" * 33 + ":1", "l:e:1", "l:" + "e" * 9 + ":1"]
+    for data in forged:
+        assert not any(route.match(data) for route in known), (data, [r.pattern for r in known if r.match(data)])
+
+
+def test_forged_data_with_a_trailing_newline_matches_no_route(tiny_store: ModelStore) -> None:
+    known = routes(tiny_store)
+    for data in genuine_buttons():
+        assert not any(route.match(data + "\n") for route in known), repr(data + "\n")
 
 
 def test_anime_command_is_ours_only_when_addressed_to_us() -> None:

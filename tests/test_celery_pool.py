@@ -22,11 +22,12 @@ from typing import Any
 import msgpack
 import numpy as np
 import pytest
+import redis
 import torch
 from PIL import Image
 
-from bot.drawing.celery.wire import (QUEUE, TASK_NAME, WorkerInfo, heartbeat_key, make_celery, order_to_message, task_id_for,
-                            write_heartbeat)
+from bot.drawing.celery.wire import (QUEUE, TASK_NAME, WorkerInfo, answered_key, heartbeat_key, make_celery,
+                                     order_to_message, task_id_for, write_heartbeat)
 from bot.drawing.celery.pool import CeleryPool
 from bot.drawing.fairqueue import Ticket
 from inference.drawer import Drawer, DrawerSpec, WorkOrder
@@ -35,12 +36,12 @@ from inference.generator import Generator
 from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
-from tests.conftest import TINY_WIDTHS, synthetic_photo, until, within
-from tests.redis_server import RedisServer, redis_server
-from tests.worker_harness import RunningWorker, start_worker
+from tests.conftest import TINY_WIDTHS, synthetic_photo
+from testkit.wait import until, within
+from testkit.redis_server import RedisServer
+from testkit.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore
 
-__all__ = ["redis_server"]  # a fixture: imported to be registered here
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 STYLES = ("tiny", "tinier")  # two randomly initialised generators: they draw the same photo differently
@@ -131,8 +132,13 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
         async with celery_pool(url) as pool:
             orders, tasks = one_photo_in_every_style(pool, "job-again", seed=2)
             await within(asyncio.gather(*(t.result for t in tasks)), 120)
-            await asyncio.sleep(0.2)  # past the pool's next look, which marks them answered
-            return [task_id_for(o.job_id, t.key) for o, t in zip(orders, tasks)]
+            ids = [task_id_for(o.job_id, t.key) for o, t in zip(orders, tasks)]
+            marks = redis.Redis.from_url(url)
+            try:  # the pool's next look marks them answered, in Redis, for the workers to read
+                await until(lambda: all(marks.exists(answered_key(i)) for i in ids), 30, "answered markers in Redis")
+            finally:
+                marks.close()
+            return ids
 
     task_ids = asyncio.run(go())
     # The copy a killed worker leaves unacknowledged comes back, after Redis's visibility timeout,

@@ -26,13 +26,13 @@ from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings, Converted
-from tests.redis_server import PASSWORD, RedisServer, redis_or_skip, redis_server
-from tests.worker_harness import RunningWorker, start_worker
+from tests.conftest import redis_or_skip
+from testkit.redis_server import PASSWORD, RedisServer
+from testkit.wait import wait_for
+from testkit.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore
 
 THREADS = 2  # the worker's and the in-process reference drawer's, so both compute alike
-
-__all__ = ["redis_server"]  # a fixture: imported to be registered here
 
 
 def wire(message: dict[str, object]) -> object:
@@ -96,13 +96,6 @@ def test_a_result_that_is_not_exactly_one_is_refused(message: dict[str, object])
         result_from_message(wire(message))
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def worker(redis_server: RedisServer, real_store: ModelStore,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWorker]:
@@ -150,14 +143,12 @@ def test_a_photo_comes_back_drawn_exactly_as_the_bot_s_own_workers_draw_it(
 
 def test_a_style_the_worker_lacks_fails_at_once_with_the_reason(worker: RunningWorker, app: Any,
                                                                 shared_photo: Callable[[str], bytes]) -> None:
-    photo = shared_photo("square_512.jpg")
-    started = time.monotonic()
+    photo = shared_photo("square_512.jpg")  # how soon the reason comes back is bench/scale_out.py's to report
     for style, why in (("paprika", "model 'paprika' is not installed"),
                        ("nosuch", "no style 'nosuch'; installed styles: hayao")):
         task = send(app, order_to_message(WorkOrder("job-2", photo, style, ConvertSettings())))
         reply = result_from_message(task.get(timeout=30))
         assert isinstance(reply, WorkFailed) and why in reply.message, reply
-    assert time.monotonic() - started < 10
 
 
 class Opens:
@@ -220,7 +211,7 @@ def test_workers_are_listed_while_they_run_and_vanish_with_their_pool_when_kille
     client = redis.Redis.from_url(url)
     try:
         running.wait_for_log("animebot worker ready: pid")
-        wait_until(lambda: bool(read_workers(client)), 10, "heartbeat")
+        wait_for(lambda: bool(read_workers(client)), 10, "heartbeat")
         (info,) = read_workers(client)
         assert info.name.startswith("animebot@") and info.name.endswith(f"-{running.process.pid}")
         assert "hayao" in info.styles and info.engine.startswith(DEFAULT_BACKEND) and info.faces == "on"
@@ -228,14 +219,13 @@ def test_workers_are_listed_while_they_run_and_vanish_with_their_pool_when_kille
         assert f"PPid:\t{running.process.pid}\n" in Path(f"/proc/{info.pid}/status").read_text()  # a pool process
         task = send(make_celery(url, 120), order_to_message(WorkOrder("job-4", shared_photo("group_3_faces.jpg"),
                                                                       "hayao", ConvertSettings())))
-        wait_until(lambda: [w.task for w in read_workers(client)] == [task.id], 60, "drawing in the heartbeat")
+        wait_for(lambda: [w.task for w in read_workers(client)] == [task.id], 60, "drawing in the heartbeat")
         os.kill(info.pid, signal.SIGSTOP)  # the drawing is certainly unfinished when its worker dies
 
         running.kill_main()  # the main process only, as the OOM killer would
-        killed = time.monotonic()
-        wait_until(lambda: not alive(info.pid), 5, "end of the pool process")
-        wait_until(lambda: not read_workers(client), 15, "end of the heartbeat")
-        assert time.monotonic() - killed < 15
+        # How soon each goes is bench/scale_out.py's to report; these timeouts are safety nets.
+        wait_for(lambda: not alive(info.pid), 60, "end of the pool process")
+        wait_for(lambda: not read_workers(client), 120, "end of the heartbeat")
         # Not lost: kombu's Redis transport holds the unacknowledged order, and a worker hands it out again
         # once the visibility timeout (job timeout + 60 s) is over.
         assert task.id.encode() in b"".join(client.hvals("unacked"))
@@ -258,7 +248,7 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_and_never_logs_the_pa
         running.wait_for_log("heartbeat: Redis is back", 30)
         running.wait_for_log("celery.apps.worker: animebot@", 60)  # "... ready.": connected, consuming
         client = server.client()
-        wait_until(lambda: bool(read_workers(client)), 10, "heartbeat")
+        wait_for(lambda: bool(read_workers(client)), 10, "heartbeat")
         client.close()
         assert running.stop() == 0
         log = running.log()

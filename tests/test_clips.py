@@ -2,7 +2,7 @@
 expect, a one-sentence answer for every file that is not a clip we can draw, and frames that are
 the photo path's drawings.
 
-The mechanics run on the tiny random generator and on clips made here (tests/clip_maker.py).
+The mechanics run on the tiny random generator and on clips made here (testkit/clip_maker.py).
 Where which input frame is shown is the point, the clip is drawn at strength 0 without the
 flicker remedy (PASS_THROUGH): each output frame is then the input frame the engine read, and
 numbered frames say which one it was.
@@ -30,7 +30,7 @@ from inference.clip_io import ClipError, ClipInfo, plan, probe, write_gif
 from inference.clip_settings import ClipLimits, ClipSettings
 from inference.clips import ClipCancelled, convert_clip, draw_frame, is_clip
 from inference.errors import AnimebotError
-from tests.clip_maker import frame_number, gif, mp4, numbered_frames, pan_frames, read_back
+from testkit.clip_maker import frame_number, gif, mp4, numbered_frames, pan_frames, read_back
 from tests.conftest import psnr, synthetic_image, synthetic_photo
 from weights.store import ModelStore
 

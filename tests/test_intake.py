@@ -19,8 +19,8 @@ from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
 from bot.updates.intake import Intake
 from storage.journal import Journal
-from tests.conftest import until, within
-from tests.fake_telegram import TOKEN, FakeTelegram
+from testkit.wait import until, within
+from testkit.fake_telegram import TOKEN, FakeTelegram
 
 
 def text_update(update_id: int, text: str) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import PoolBusy, WorkerLost
 from inference.drawer import DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
-from tests.conftest import synthetic_photo, until, within
+from tests.conftest import synthetic_photo
+from testkit.wait import until, within
 from weights.store import ModelStore
 
 SETTINGS = ConvertSettings(max_side=96, faces=False)  # 160x120 in, 96x72 out

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,13 +20,15 @@ from PIL import Image
 from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from bot.drawing.celery.wire import read_workers
-from tests.bot_harness import RunningBot, group_chat, private_chat, start_bot
-from tests.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import jobs_for, psnr
+from testkit.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from testkit.clip_maker import mp4, pan_frames, read_back
+from tests.conftest import psnr
+from testkit.journal import jobs_for, settled
+from testkit.replies import album_files, answers, buttons, is_answer, is_status, labels
 from tests.test_bot_answers import jpeg
-from tests.fake_telegram import TOKEN, Call, FakeTelegram
-from tests.redis_server import PASSWORD, RedisServer, free_port, redis_server  # noqa: F401 (a fixture)
-from tests.worker_harness import RunningWorker, start_worker
+from testkit.fake_telegram import TOKEN, Call, FakeTelegram
+from testkit.redis_server import PASSWORD, RedisServer, free_port
+from testkit.worker_harness import RunningWorker, start_worker
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -38,7 +39,6 @@ BOT_ENV = {"ANIMEBOT_MAX_SIDE": str(MAX_SIDE), "ANIMEBOT_RATE_PER_MINUTE": "0", 
            "ANIMEBOT_ADMINS": str(ADMIN), "ANIMEBOT_METRICS_PORT": str(METRICS_PORT)}
 # For a bot of a test's own, beside the module's cluster (whose bot holds the metrics port).
 OWN_BOT_ENV = {k: v for k, v in BOT_ENV.items() if k != "ANIMEBOT_METRICS_PORT"}
-STATUS = ("In queue", "Drawing", "Album of", "Full-size files")  # statuses, and the album's button row
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(redis_server: RedisServer, real_store: ModelStore,  # noqa: F811
+def cluster(redis_server: RedisServer, real_store: ModelStore,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("scale")
     with FakeTelegram() as fake:
@@ -81,24 +81,18 @@ def cluster(redis_server: RedisServer, real_store: ModelStore,  # noqa: F811
             assert TOKEN not in logs and PASSWORD not in logs
 
 
-def answers(fake: FakeTelegram, message: dict[str, Any]) -> list[str]:
+def finals(fake: FakeTelegram, message: dict[str, Any]) -> list[str]:
     """Every final answer to ``message`` ('photo', 'album' or the text), status messages aside."""
-    out = []
-    for call in fake.replies_to(message):
-        if call.method == "sendPhoto":
-            out.append("photo")
-        elif call.method == "sendMediaGroup":
-            out.append("album")
-        elif call.method == "sendMessage" and not call.params["text"].startswith(STATUS):
-            out.append(str(call.params["text"]))
-    return out
+    return labels(fake, message, "sendPhoto", "sendMediaGroup", "sendMessage")
 
 
-def all_answered_once(fake: FakeTelegram, messages: list[dict[str, Any]], expected: str = "photo",
+def all_answered_once(fake: FakeTelegram, home: Path, messages: list[dict[str, Any]], expected: str = "photo",
                       timeout: float = 600) -> None:
-    fake.wait_for(lambda: all(answers(fake, m) for m in messages), timeout)
-    time.sleep(2)  # room for a second answer to show, if one were coming
-    got = [answers(fake, m) for m in messages]
+    """Each of ``messages`` answered, the bot's journal settled (every update handled, no job open:
+    nothing more will be sent), and then each answer there exactly once."""
+    fake.wait_for(lambda: all(finals(fake, m) for m in messages) and settled(home, fake), timeout,
+                  "answer to every message, with the journal settled")
+    got = [finals(fake, m) for m in messages]
     assert got == [[expected]] * len(messages), got
 
 
@@ -116,8 +110,16 @@ def drawing_now(cluster: Cluster, worker: RunningWorker) -> bool:
         client.close()
 
 
-def test_private_photos_an_album_and_a_group_anime_are_drawn_by_the_workers(
-        cluster: Cluster, shared_photo: Callable[[str], bytes]) -> None:
+@dataclass
+class FirstPhotos:
+    data: bytes  # what ``single`` carries
+    single: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def first_photos(cluster: Cluster, shared_photo: Callable[[str], bytes]) -> FirstPhotos:
+    """Private photos, an album and a group's /anime, drawn by the workers and each answered once: the
+    module's first work, which the tests that look at what was drawn (or counted) ask for."""
     fake = cluster.fake
     data = shared_photo("portrait_900x1200.jpg")
     single = fake.photo_message(*private_chat(5001), data)
@@ -129,9 +131,14 @@ def test_private_photos_an_album_and_a_group_anime_are_drawn_by_the_workers(
     _, member = private_chat(5021)
     photo = fake.photo_message(group, member, shared_photo("street_1279x867.jpg"))
     fake.text_message(group, member, "/anime", reply_to=photo)
-    all_answered_once(fake, [single, *others, photo])  # in a group the picture is threaded to the photo
-    all_answered_once(fake, album[:1], expected="album")
+    all_answered_once(fake, cluster.bot.home, [single, *others, photo])  # in a group the picture is threaded to the photo
+    all_answered_once(fake, cluster.bot.home, album[:1], expected="album")
+    return FirstPhotos(data, single)
 
+
+def test_private_photos_an_album_and_a_group_anime_are_drawn_by_the_workers(
+        cluster: Cluster, first_photos: FirstPhotos) -> None:
+    fake, data, single = cluster.fake, first_photos.data, first_photos.single
     # The same pixels the bot's own worker processes draw (they run the same Drawer).
     sent = next(c for c in fake.replies_to(single) if c.method == "sendPhoto")
     got = np.asarray(Image.open(io.BytesIO(fake.sent_file(sent, "photo"))).convert("RGB"))
@@ -150,7 +157,7 @@ def test_the_fair_queue_holds_across_workers(cluster: Cluster) -> None:
              for u in range(4)]  # four users send four photos each, at once
     late = fake.photo_message(*private_chat(5599), jpeg(5599, (1280, 960)))
     everyone = [m for photos in heavy for m in photos] + [late]
-    all_answered_once(fake, everyone)
+    all_answered_once(fake, cluster.bot.home, everyone)
 
     def at(message: dict[str, Any]) -> float:
         return next(c.at for c in fake.replies_to(message) if c.method == "sendPhoto")
@@ -158,7 +165,7 @@ def test_the_fair_queue_holds_across_workers(cluster: Cluster) -> None:
     assert all(at(late) < at(photos[-1]) for photos in heavy)  # before every heavy user's last photo
 
 
-def test_stats_healthz_and_metrics_show_the_workers_and_the_queue(cluster: Cluster) -> None:
+def test_stats_healthz_and_metrics_show_the_workers_and_the_queue(cluster: Cluster, first_photos: FirstPhotos) -> None:
     fake = cluster.fake
     fake.text_message(*private_chat(ADMIN), "/stats")
     stats = fake.wait_for(lambda: [c for c in fake.messages_to(ADMIN) if "Queue:" in c.params["text"]], 60)[0]
@@ -170,7 +177,7 @@ def test_stats_healthz_and_metrics_show_the_workers_and_the_queue(cluster: Clust
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read().decode()
     assert "animebot_workers_online 2.0" in metrics
     done = re.search(r'animebot_jobs_total\{outcome="done"\} (\d+)', metrics)
-    assert done and int(done.group(1)) >= 4, metrics  # the photos of the test before
+    assert done and int(done.group(1)) >= 4, metrics  # at least the first photos' jobs
     assert re.search(r"animebot_photo_draw_seconds_count \d+", metrics)
 
 
@@ -181,7 +188,7 @@ def test_a_worker_killed_while_drawing_loses_no_photo(cluster: Cluster) -> None:
     fake.wait_for(lambda: drawing_now(cluster, victim), 300)
     victim.kill9()  # with a photo on it, and more waiting
     cluster.workers.remove(victim)
-    all_answered_once(fake, sent)
+    all_answered_once(fake, cluster.bot.home, sent)
     assert "(its worker stopped answering); sending it again" in cluster.bot.log()
     cluster.add_worker()
 
@@ -190,17 +197,28 @@ def test_redis_gone_twice_and_back_empty_loses_no_photo(cluster: Cluster) -> Non
     fake = cluster.fake
     sent = burst(fake, 5200, 6)
     fake.wait_for(lambda: any(drawing_now(cluster, w) for w in cluster.workers), 300)
+    down, back = "the broker is unreachable", "the broker is reachable again"
+    before = {line: cluster.bot.log().count(line) for line in (down, back)}
+    beats_lost = [w.log().count("heartbeat: cannot reach Redis") for w in cluster.workers]
+
+    def bot_said(line: str, times: int) -> bool:
+        return cluster.bot.log().count(line) >= before[line] + times
+
     cluster.redis.kill()  # with photos being drawn and waiting
     during = burst(fake, 5210, 2)  # accepted and told they wait
-    time.sleep(15)
+    fake.wait_for(lambda: bot_said(down, 1) and all(w.log().count("heartbeat: cannot reach Redis") > n
+                                                    for w, n in zip(cluster.workers, beats_lost)),
+                  120, "outage seen by the bot and by every worker")
+    fake.wait_for(lambda: all(jobs_for(cluster.bot.home, m) in (["queued"], ["running"])
+                              and any(is_status(c) for c in fake.replies_to(m)) for m in during),
+                  120, "photo taken on and told it waits, for each sent during the outage")
     cluster.redis.start()  # empty: nothing was kept
-    time.sleep(5)
+    fake.wait_for(lambda: bot_said(back, 1), 120, "sign the bot reached the broker again")
     cluster.redis.kill()  # and gone again before everything is back to normal
-    time.sleep(10)
+    fake.wait_for(lambda: bot_said(down, 2), 120, "second outage seen by the bot")
     cluster.redis.start()
-    all_answered_once(fake, sent + during)
-    assert "the broker is unreachable" in cluster.bot.log()
-    assert "the broker is reachable again" in cluster.bot.log()
+    all_answered_once(fake, cluster.bot.home, sent + during)
+    assert bot_said(back, 2)  # once after each outage
 
 
 def test_a_clip_is_drawn_by_a_worker_on_another_machine(cluster: Cluster,
@@ -227,8 +245,7 @@ def test_a_clip_on_a_worker_shows_its_frames_and_cancel_stops_it(cluster: Cluste
     edit = fake.wait_for(progress, 300)[0]  # the worker's heartbeat carried its frames to the bot
     status = fake.messages[(chat["id"], int(edit.params["message_id"]))]
     fake.press(user, status, edit.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
-    answer = fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method in ("sendMessage", "sendVideo")
-                                    and not str(c.params.get("text", "")).startswith(STATUS)], 120)[0]
+    answer = fake.wait_for(lambda: answers(fake, msg, "sendMessage", "sendVideo"), 120)[0]
     assert answer.method == "sendMessage" and answer.params["text"].startswith("Cancelled")
     assert "failed: cancelled" in "".join(w.log() for w in cluster.workers)  # the worker stopped, not finished
 
@@ -242,18 +259,18 @@ def test_the_bot_killed_mid_burst_answers_everything_after_its_restart(cluster: 
     cluster.bot.kill9()
     # Two workers finish two photos within milliseconds of each other, so the kill can land on a
     # photo Telegram has taken but the journal has not yet recorded: that one may come twice.
-    in_window = [i for i, m in enumerate(sent) if answers(fake, m) and jobs_for(cluster.bot.home, m) != ["done"]]
+    in_window = [i for i, m in enumerate(sent) if finals(fake, m) and jobs_for(cluster.bot.home, m) != ["done"]]
     cluster.restart_bot()
-    fake.wait_for(lambda: all(answers(fake, m) for m in sent), 600)
-    time.sleep(2)  # room for a second answer to show, if one were coming
-    got = [answers(fake, m) for m in sent]
+    fake.wait_for(lambda: all(finals(fake, m) for m in sent) and settled(cluster.bot.home, fake), 600,
+                  "answer to every photo, with the journal settled")  # nothing more will be sent
+    got = [finals(fake, m) for m in sent]
     assert all(a == ["photo"] or (i in in_window and a == ["photo", "photo"]) for i, a in enumerate(got)), \
         (got, in_window)
     assert len(in_window) <= 1, in_window  # the window is milliseconds wide: never two photos in it
 
 
 def test_a_style_no_worker_has_gets_a_clear_sentence_not_a_hang(
-        redis_server: RedisServer, real_store: ModelStore, hayao_file: Path,  # noqa: F811
+        redis_server: RedisServer, real_store: ModelStore, hayao_file: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:
     if "cute" not in {e.name for e in real_store.installed("style")}:
         pytest.skip("the cute style is not in ../shared/models")
@@ -269,9 +286,9 @@ def test_a_style_no_worker_has_gets_a_clear_sentence_not_a_hang(
             try:
                 cute = fake.photo_message(*private_chat(5400), jpeg(5400), caption="/anime cute")
                 plain = fake.photo_message(*private_chat(5401), jpeg(5401))
-                all_answered_once(fake, [plain])
-                fake.wait_for(lambda: answers(fake, cute), 120)
-                assert answers(fake, cute) == ["That style can't be drawn right now: none of my drawing machines "
+                all_answered_once(fake, bot.home, [plain])
+                fake.wait_for(lambda: finals(fake, cute), 120)
+                assert finals(fake, cute) == ["That style can't be drawn right now: none of my drawing machines "
                                                "has it. Please pick another with /style."]
             finally:
                 assert bot.stop() == 0
@@ -280,9 +297,9 @@ def test_a_style_no_worker_has_gets_a_clear_sentence_not_a_hang(
 
 
 def final_replies(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
-    """The bot's replies to ``message``, status messages aside."""
+    """The bot's replies to ``message``, status messages (and the count of an All styles' album) aside."""
     return [c for c in fake.replies_to(message) if c.method != "sendMessage"
-            or not (str(c.params["text"]).startswith(STATUS) or re.match(r"\d+ styles: ", c.params["text"]))]
+            or (is_answer(c) and not re.match(r"\d+ styles: ", c.params["text"]))]
 
 
 def all_styles_answers(fake: FakeTelegram, user: dict[str, Any], original: dict[str, Any],
@@ -290,15 +307,14 @@ def all_styles_answers(fake: FakeTelegram, user: dict[str, Any], original: dict[
     """Press All styles under the result of ``original``; the first ``count`` answers that follow."""
     result = fake.wait_for(lambda: final_replies(fake, original), 300)[0]
     assert result.method == "sendPhoto"
-    press = next(b["callback_data"] for row in result.params["reply_markup"]["inline_keyboard"] for b in row
-                 if b["callback_data"].startswith("a:"))
+    press = next(d for d in buttons(result) if d.startswith("a:"))
     fake.press(user, result.result, press)
     return list(fake.wait_for(lambda: (lambda after: after if len(after) >= count else None)(
         final_replies(fake, original)[1:]), 600))[:count]
 
 
 def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
-        redis_server: RedisServer, styles_store: ModelStore, shared_photo: Callable[[str], bytes],  # noqa: F811
+        redis_server: RedisServer, styles_store: ModelStore, shared_photo: Callable[[str], bytes],
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every style of one photo at once, over two workers: each tile is what that style draws of the
     photo, and no two are the same picture (they used to share one Celery task id)."""
@@ -317,9 +333,8 @@ def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
             finally:
                 assert bot.stop() == 0, bot.log()
             tiles = []
-            for item in album.params["media"]:
-                sent = fake.sent_file(Call("x", {"m": item["media"]}, album.files), "m")
-                tiles.append((item["caption"].split("\n")[0], np.asarray(Image.open(io.BytesIO(sent)).convert("RGB"))))
+            for caption, sent in album_files(fake, album):
+                tiles.append((caption.split("\n")[0], np.asarray(Image.open(io.BytesIO(sent)).convert("RGB"))))
     finally:
         for w in workers:
             w.stop()
@@ -337,7 +352,7 @@ def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
 
 
 def test_all_styles_with_one_style_a_worker_has_names_it_and_counts_styles(
-        redis_server: RedisServer, styles_store: ModelStore, hayao_file: Path,  # noqa: F811
+        redis_server: RedisServer, styles_store: ModelStore, hayao_file: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The bot has seven styles, its only worker two: All styles under a Hayao result draws Cute alone,
     captioned with its name, and says how many of the styles could not be drawn."""

@@ -108,18 +108,16 @@ def run_worker(home: Path, style: str, *photos: str) -> dict[str, object]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_worker_drawing_faces_peaks_at_one_pass_not_the_sum(styles_store: ModelStore) -> None:
-    """Hayao with jp_face faces, on two photos of different shapes: about 430 MB measured in
-    bfloat16 and 560 MB in fp32 (docs/benchmarks.md, "Memory"), against 670 and 850 before the detector left
-    insightface and the upsampling was folded, and 1.4 GB when every compiled shape stayed. The
-    bound leaves room for other CPUs and library versions, not for either of those again."""
+def test_a_worker_drawing_faces_draws_each_photo_s_faces(styles_store: ModelStore) -> None:
+    """Hayao with jp_face faces, on two photos of different shapes, in a fresh worker process: each
+    photo's faces are redrawn. Its peak memory (about 430 MB in bfloat16, 560 MB in fp32, docs/benchmarks.md,
+    "Memory") is measured, not bounded, by ``python -m bench.worker_memory``, on the same photos."""
     from inference.engine import exported_onnx
 
     entry, path = styles_store.require("hayao")
     exported_onnx(styles_store, entry, path)  # made at the bot's first start; a worker making it imports torch
     report = run_worker(styles_store.home, "hayao", "group_3_faces.jpg", "town_1280x854.jpg")
     assert report["faces"] == [3, 2]
-    assert report["peak_mb"] < 650  # type: ignore[operator]
 
 
 def test_a_restarted_worker_finds_its_compiled_shapes(tmp_path: Path, styles_store: ModelStore) -> None:

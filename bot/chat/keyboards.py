@@ -28,14 +28,15 @@ from inference.pipeline import ConvertSettings
 
 _STYLE = r"[\w.-]{1,32}"
 _ID = r"[\w-]{12}"
-REDRAW = re.compile(rf"^r:({_STYLE}):({_ID})$")
-FULL_SIZE = re.compile(rf"^f:({_ID})$")
-ALL_STYLES = re.compile(rf"^a:({_ID})$")
-PREVIEW_MINE = re.compile(r"^p:(\d+)$")
-SET_STYLE = re.compile(rf"^s:({_STYLE}):(\d+)$")
-SET_LANG = re.compile(r"^l:(\w{2,8}):(\d+)$")
-SET_OPTION = re.compile(r"^o:(faces|keep_colours|strength):(\d{1,3})$")
-CANCEL = re.compile(r"^x:(\d{1,20})$")  # a clip's job, by its update id
+# \Z, not $: a $ also matches before a trailing newline, so "p:1\n" would reach a route.
+REDRAW = re.compile(rf"^r:({_STYLE}):({_ID})\Z")
+FULL_SIZE = re.compile(rf"^f:({_ID})\Z")
+ALL_STYLES = re.compile(rf"^a:({_ID})\Z")
+PREVIEW_MINE = re.compile(r"^p:(\d+)\Z")
+SET_STYLE = re.compile(rf"^s:({_STYLE}):(\d+)\Z")
+SET_LANG = re.compile(r"^l:(\w{2,8}):(\d+)\Z")
+SET_OPTION = re.compile(r"^o:(faces|keep_colours|strength):(\d{1,3})\Z")
+CANCEL = re.compile(r"^x:(\d{1,20})\Z")  # a clip's job, by its update id
 
 STRENGTHS = (25, 50, 75, 100)
 REDRAW_ROWS = 2  # rows of redraw buttons under a result, whatever the number of styles

@@ -27,6 +27,8 @@ from typing import Any
 import av
 from PIL import Image
 
+from testkit.wait import wait_for
+
 TOKEN = "123456789:AAE-fake-Secret_token-for-tests"
 BOT_USER = {"id": 123456789, "is_bot": True, "first_name": "Anime", "username": "AnimeTestBot",
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
@@ -234,18 +236,11 @@ class FakeTelegram:
             return [c for c in self.calls if c.method == method
                     and (chat_id is None or str(c.params.get("chat_id")) == str(chat_id))]
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 120.0) -> Any:
-        """Wait until ``predicate()`` is truthy (re-checked on every call); return its value."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                value = predicate()
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"condition not met in {timeout} s; calls: {[c.method for c in self.calls]}")
-                self._cond.wait(min(left, 0.5))
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 120.0, what: str = "sign of the condition") -> Any:
+        """:func:`testkit.wait.wait_for` ``predicate()``, re-checked as each call arrives; returns its value."""
+        with self._cond:  # released while waiting; every recorded call wakes it
+            return wait_for(predicate, timeout, what, context=lambda: f"calls: {[c.method for c in self.calls]}",
+                            interval=0.5, pause=self._cond.wait)
 
     def sent_file(self, call: Call, field: str) -> bytes:
         """The bytes a user receives from a send call, whether uploaded or sent by file_id."""

@@ -1,19 +1,18 @@
-"""A real ``redis-server`` on a free loopback port, for the tests of scaling out over Celery.
+"""A real ``redis-server`` on a free loopback port, for the tests and benches of scaling out over Celery.
 
-Tests that need one use the ``redis_server`` fixture (``from tests.redis_server import redis_server``
-in the test module registers it); it skips, with the way to install it, where redis-server is absent.
+Tests get one from the ``redis_server`` fixture (tests/conftest.py), which skips, with the way to
+install it, where redis-server is absent (:func:`have_redis_server`).
 """
 from __future__ import annotations
 
 import shutil
 import socket
 import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
+
+from testkit.wait import WaitTimeout, wait_for
 
 PASSWORD = "s3cret-broker-pass"  # distinctive, so a test can search a log for it
 
@@ -48,20 +47,26 @@ class RedisServer:
         if self.password:
             args += ["--requirepass", self.password]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = self.process
         client = self.client()
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def answers() -> bool:
             try:
-                client.ping()
-                return self
+                return bool(client.ping())
             except redis.ConnectionError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
-                    self.kill()
-                    raise RuntimeError(f"redis-server did not start on port {self.port}:\n{log}") from None
-                time.sleep(0.05)
-            finally:
-                client.close()
+                if process.poll() is not None:
+                    raise WaitTimeout("redis-server exited") from None
+                return False
+
+        try:
+            wait_for(answers, timeout, "PING answered")
+        except WaitTimeout as exc:
+            log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
+            self.kill()
+            raise RuntimeError(f"redis-server did not start on port {self.port} ({exc}):\n{log}") from None
+        finally:
+            client.close()
+        return self
 
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5,
@@ -85,17 +90,5 @@ class RedisServer:
         self.process = None
 
 
-def redis_or_skip() -> None:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A running, password-protected redis-server for the test module, stopped after it."""
-    redis_or_skip()
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    try:
-        yield server
-    finally:
-        server.kill()
+def have_redis_server() -> bool:
+    return shutil.which("redis-server") is not None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.fake_telegram import TOKEN, FakeTelegram
+from testkit.fake_telegram import TOKEN, FakeTelegram
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,19 +26,6 @@ def private_chat(uid: int, lang: str = "en") -> tuple[dict[str, Any], dict[str, 
     """(chat, user) of a private conversation with user ``uid``."""
     user = {"id": uid, "is_bot": False, "first_name": f"User{uid}", "language_code": lang}
     return {"id": uid, "type": "private", "first_name": user["first_name"]}, user
-
-
-def final_answer(fake: FakeTelegram, message: dict[str, Any], timeout: float = 300) -> str:
-    """'photo', or the text of the bot's final reply to ``message`` (status messages aside)."""
-    def final() -> str | None:
-        for call in fake.replies_to(message):
-            if call.method == "sendPhoto":
-                return "photo"
-            if call.method == "sendMessage" and not call.params["text"].startswith(("In queue", "Drawing")):
-                return str(call.params["text"])
-        return None
-
-    return str(fake.wait_for(final, timeout))
 
 
 def group_chat(gid: int) -> dict[str, Any]:

@@ -5,11 +5,11 @@ import os
 import re
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.bot_harness import REPO, RunningProcess
+from testkit.bot_harness import REPO, RunningProcess
+from testkit.wait import wait_for
 
 
 @dataclass
@@ -20,11 +20,14 @@ class RunningWorker(RunningProcess):
 
     def wait_for_log(self, text: str, timeout: float = 120) -> None:
         """Until ``text`` is in the log; an error with the log if the worker exits or the time is up."""
-        deadline = time.monotonic() + timeout
-        while text not in self.log():
-            if self.process.poll() is not None or time.monotonic() > deadline:
+        def seen() -> bool:
+            if text in self.log():
+                return True
+            if self.process.poll() is not None:
                 raise AssertionError(f"no {text!r} in the worker's log (exit {self.process.poll()}):\n{self.log()}")
-            time.sleep(0.05)
+            return False
+
+        wait_for(seen, timeout, f"{text!r} in the worker's log", context=self.log)
 
     def kill_main(self) -> None:
         """SIGKILL to the main process only, as the OOM killer would; its pool processes must follow."""
@@ -36,7 +39,7 @@ class RunningWorker(RunningProcess):
 def start_worker(home: Path, shared_home: Path, broker_url: str, log_name: str = "worker.log", ready: bool = True,
                  **env: str) -> RunningWorker:
     """``python -m bot worker`` with its own data dir, sharing installed models and exports by symlink
-    (as tests/bot_harness.py does for the bot); with ``ready``, returns once a pool process can draw."""
+    (as testkit/bot_harness.py does for the bot); with ``ready``, returns once a pool process can draw."""
     home.mkdir(parents=True, exist_ok=True)
     for sub in ("models", "cache"):
         (shared_home / sub).mkdir(parents=True, exist_ok=True)
@@ -53,7 +56,7 @@ def start_worker(home: Path, shared_home: Path, broker_url: str, log_name: str =
     if ready:
         try:
             worker.wait_for_log("animebot worker ready: pid", 600)
-        except AssertionError:
+        except BaseException:
             worker.kill9()
             raise
     return worker

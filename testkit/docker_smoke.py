@@ -1,6 +1,6 @@
 """Start animebot the way the Docker image does, from a virtualenv made by the image's install step.
 
-    python -m tests.docker_smoke --venv DIR [--dockerfile Dockerfile]
+    python -m testkit.docker_smoke --venv DIR [--dockerfile Dockerfile]
 
 There is no Docker engine here, so this reads the image's ENV, ENTRYPOINT,
 CMD and HEALTHCHECK from the Dockerfile and runs them: the bot starts with
@@ -19,10 +19,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from tests.fake_telegram import TOKEN, FakeTelegram
+from testkit.fake_telegram import TOKEN, FakeTelegram
+from testkit.wait import WaitTimeout, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MODELS = REPO.parent / "shared" / "models"
@@ -88,12 +88,12 @@ def main() -> int:
             msg = fake.photo_message(chat, user, photo)
             fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendPhoto"], 300)
             print("a photo was answered")
-            deadline = time.monotonic() + 60
-            while subprocess.run(health, env=env, capture_output=True).returncode != 0:
-                if time.monotonic() > deadline:
-                    print("the healthcheck never passed", file=sys.stderr)
-                    return 1
-                time.sleep(2)
+            try:
+                wait_for(lambda: subprocess.run(health, env=env, capture_output=True).returncode == 0, 60,
+                         "healthcheck passed", interval=2)
+            except WaitTimeout:
+                print("the healthcheck never passed", file=sys.stderr)
+                return 1
             print("healthcheck passed")
         finally:
             bot.send_signal(signal.SIGTERM)
