@@ -46,9 +46,25 @@ SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo
 # the bot (no bot starts without a style). Each start costs seconds.
 BOT_STARTERS = (start_bot, serving)
 MODEL_FIXTURES = SHARED_FIXTURES | {"tiny_store"}
-# Tests that need neither but still run for long (pytest --durations=15), as file::name.
+# Modules whose every test runs for long though it needs neither: each starts processes, runs a
+# codec or compiles a model for about a second (pytest --durations=0 -m "not slow" finds them).
+LONG_MODULES = frozenset({
+    "test_clips.py",  # encodes and decodes real video and sound with PyAV
+    "test_pipeline.py",  # traces and exports generators to TorchScript and ONNX
+    "test_pool.py",  # starts and kills worker processes
+    "test_celery_pool.py",  # runs Redis and Celery worker processes
+    "test_openvino.py",  # compiles OpenVINO models
+    "test_prune.py",  # distils a lite generator
+    "test_quantize.py",  # quantizes and compiles a generator
+})
+# Single tests like them elsewhere, as file::name.
 LONG_TESTS = frozenset({
     "test_bench.py::test_speed_bench_prints_its_table_on_a_tiny_generator",  # four backends, in a subprocess
+    "test_bot_units.py::test_run_without_a_token_exits_with_one_line",  # a bot process, though it stops at once
+    "test_speed.py::test_batched_faces_give_the_pixels_drawn_one_at_a_time",
+    "test_faces.py::test_keep_colours_holds_the_photos_mean_chroma",
+    "test_faces.py::test_strength_zero_is_the_photo_and_full_is_the_style",
+    "test_imageio.py::test_a_phone_sized_jpeg_is_decoded_at_a_reduced_scale_for_a_small_result",
 })
 
 
@@ -57,7 +73,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     - ``real_model``: it needs ../shared (and is skipped where that is absent);
     - ``slow``: it needs ../shared (a real model loads and draws real photos for seconds), starts
-      the bot process, or is one of LONG_TESTS. ``pytest -m "not slow"`` runs the rest.
+      the bot process, or is in LONG_MODULES or LONG_TESTS. ``pytest -m "not slow"`` runs the rest.
     """
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))  # every fixture the test needs, directly or not
@@ -67,7 +83,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if uses & SHARED_FIXTURES:
             item.add_marker(pytest.mark.real_model)
         name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
-        if uses & SHARED_FIXTURES or starts_bot or name in LONG_TESTS:
+        if uses & SHARED_FIXTURES or starts_bot or name in LONG_TESTS or item.path.name in LONG_MODULES:
             item.add_marker(pytest.mark.slow)
 
 

@@ -165,7 +165,7 @@ def test_photos_of_others_overtake_a_second_clip(bot: tuple[RunningBot, FakeTele
     _, fake = bot
     chat_a, user_a = private_chat(6009)
     chat_b, user_b = private_chat(6010)
-    clips = [fake.clip_message(chat_a, user_a, mp4(pan_frames(street, 45, (320, 240), travel=t), 15))
+    clips = [fake.clip_message(chat_a, user_a, mp4(pan_frames(street, 15, (320, 240), travel=t), 15))
              for t in (0.1, 0.2)]
     photos = [fake.photo_message(chat_b, user_b, shared_photo(name))
               for name in ("portrait_900x1200.jpg", "square_512.jpg")]
