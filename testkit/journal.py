@@ -4,8 +4,8 @@ Read on a connection of our own, as an operator could (storage/journal.py writes
 an update was handled, what state each job is in. This is how a test knows the bot is done,
 rather than by how long it has had: a job is ``done``, ``failed`` or ``refused`` only once its
 answer is out, and an answered job never runs again, so once every update is handled and no
-job is open the bot sends nothing more of its own accord; a duplicate that has not arrived by
-then never will.
+job is open the bot sends nothing more of its own accord (only the job's status message may
+still be deleted, just after); a duplicate that has not arrived by then never will.
 """
 from __future__ import annotations
 
