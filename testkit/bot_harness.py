@@ -1,5 +1,8 @@
 """Start the real ``animebot run`` process against the fake Bot API, and play users.
 
+A process is for what only a process shows: signals, kill -9, restarts. A test module that
+just talks to the bot uses :func:`testkit.bot_in_process.serving` instead.
+
 Each bot gets its own data dir (its own SQLite file and result cache) but
 shares installed models and the TorchScript export with the others through
 symlinks, so only the first start in a session pays for the export.
@@ -12,7 +15,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,32 @@ from typing import Any
 from testkit.fake_telegram import TOKEN, FakeTelegram
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+READY_LINE = "ready: styles"  # logged once updates are about to be taken
+
+
+def link_shared(home: Path, shared_home: Path) -> None:
+    """Installed models and the TorchScript export, shared by every bot of the session."""
+    for name in ("models", "cache"):
+        (shared_home / name).mkdir(parents=True, exist_ok=True)
+        if not (home / name).exists():
+            (home / name).symlink_to(shared_home / name)
+
+
+def bot_environment(fake: FakeTelegram, home: Path, env: Mapping[str, str],
+                    inherit: Mapping[str, str]) -> dict[str, str]:
+    """What a bot in ``home`` on ``fake`` is configured by: ``inherit``, then ours, then ``env``."""
+    return {**inherit, "TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_API_BASE_URL": fake.base_url,
+            "TELEGRAM_API_FILE_URL": fake.file_url, "ANIMEBOT_HOME": str(home), **env}
+
+
+def parse_worker_pids(log: str) -> dict[int, int]:
+    """The current pid of each worker slot, as the bot logged them."""
+    pids: dict[int, int] = {}
+    for slot, pid in re.findall(r"worker (\d+) (?:ready \(pid|replaced after it \w+ \(new pid) (\d+)", log):
+        pids[int(slot)] = int(pid)
+    return pids
 
 
 def private_chat(uid: int, lang: str = "en") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -41,6 +70,9 @@ class RunningProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
     def kill9(self) -> None:
         """A crash: SIGKILL to the process and its children at once, as when a container dies."""
@@ -65,29 +97,14 @@ class RunningBot(RunningProcess):
     home: Path
 
     def worker_pids(self) -> dict[int, int]:
-        """The current pid of each worker slot, as the bot logged them."""
-        pids: dict[int, int] = {}
-        for slot, pid in re.findall(r"worker (\d+) (?:ready \(pid|replaced after it \w+ \(new pid) (\d+)", self.log()):
-            pids[int(slot)] = int(pid)
-        return pids
+        return parse_worker_pids(self.log())
 
 
 def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **env: str) -> RunningBot:
     """``python -m bot run ARGS`` in ``home`` (cwd too, so no developer .env is read), ready for updates."""
     home.mkdir(parents=True, exist_ok=True)
-    for name in ("models", "cache"):
-        (shared_home / name).mkdir(parents=True, exist_ok=True)
-        if not (home / name).exists():
-            (home / name).symlink_to(shared_home / name)
-    full_env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "TELEGRAM_BOT_TOKEN": TOKEN,
-        "TELEGRAM_API_BASE_URL": fake.base_url,
-        "TELEGRAM_API_FILE_URL": fake.file_url,
-        "ANIMEBOT_HOME": str(home),
-        **env,
-    }
+    link_shared(home, shared_home)
+    full_env = {**bot_environment(fake, home, env, inherit=os.environ), "PYTHONPATH": str(REPO)}
     log_path = home / "bot.log"
     before = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as log:  # a restarted bot appends
@@ -95,7 +112,7 @@ def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **e
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     bot = RunningBot(process, log_path, fake, home)
     try:
-        fake.wait_for(lambda: process.poll() is not None or b"ready: styles" in log_path.read_bytes()[before:],
+        fake.wait_for(lambda: process.poll() is not None or READY_LINE.encode() in log_path.read_bytes()[before:],
                       timeout=600)
         if process.poll() is not None:
             raise RuntimeError(f"the bot exited with {process.returncode}:\n{bot.log()}")
@@ -103,14 +120,3 @@ def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **e
         bot.stop()
         raise
     return bot
-
-
-@contextlib.contextmanager
-def serving(home: Path, shared_home: Path, *args: str, **env: str) -> Iterator[tuple[RunningBot, FakeTelegram]]:
-    """A fake Bot API with the real bot on it, for a whole test module. On the way out the bot must
-    stop cleanly (SIGTERM, exit 0) with the token nowhere in its log."""
-    with FakeTelegram() as fake:
-        bot = start_bot(fake, home, shared_home, *args, **env)
-        yield bot, fake
-        assert bot.stop() == 0, bot.log()
-        assert TOKEN not in bot.log()

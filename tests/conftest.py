@@ -20,7 +20,8 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from inference.backends import TorchStylizer
 from inference.generator import Generator, GeneratorWidths
-from testkit.bot_harness import serving, start_bot
+from testkit.bot_harness import start_bot
+from testkit.bot_in_process import bot_in_process, serving
 from testkit.redis_server import RedisServer, have_redis_server
 from weights.store import ModelStore
 
@@ -42,9 +43,9 @@ TINY_WIDTHS = GeneratorWidths(
 # load the real face detector; they are named here so those tests are marked like the rest.
 SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo", "detector", "face_store",
                              "styles_store"})
-# A test that can start the bot process: its module imports a starter, and it has a model to give
+# A test that can start the bot (a process, or in this one): its module imports a starter, and it has a model to give
 # the bot (no bot starts without a style). Each start costs seconds.
-BOT_STARTERS = (start_bot, serving)
+BOT_STARTERS = (start_bot, serving, bot_in_process)
 MODEL_FIXTURES = SHARED_FIXTURES | {"tiny_store"}
 # Modules whose every test runs for long though it needs neither: each starts processes, runs a
 # codec or compiles a model for about a second (pytest --durations=0 -m "not slow" finds them).

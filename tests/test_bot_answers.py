@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_in_process import InProcessBot, serving
 from testkit.journal import all_handled, drawn_by
 from testkit.replies import album_files, buttons, final_answer, first_answer
 from tests.conftest import CUTE_FILE
@@ -40,7 +41,7 @@ def jpeg(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def served(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+def served(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("bot"), real_store.home, ANIMEBOT_MAX_SIDE="256",
                  ANIMEBOT_ADMINS=str(ADMIN), ANIMEBOT_DAILY_QUOTA=str(QUOTA), ANIMEBOT_RATE_PER_MINUTE="0") as both:
         yield both
@@ -90,7 +91,7 @@ def set_strength(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any],
 
 
 def test_full_size_sends_the_result_it_sits_under_whoever_drew_the_photo_since(
-        served: tuple[RunningBot, FakeTelegram]) -> None:
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat_a, user_a = private_chat(3001)
     chat_b, user_b = private_chat(3002)
@@ -104,7 +105,7 @@ def test_full_size_sends_the_result_it_sits_under_whoever_drew_the_photo_since(
     assert full_size(fake, user_b, r2) == fake.sent_file(r2, "photo")
 
 
-def test_full_size_after_a_settings_change_is_still_the_old_result(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_full_size_after_a_settings_change_is_still_the_old_result(served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat, user = private_chat(3011)
     r100 = result_of(fake, fake.photo_message(chat, user, jpeg(11)))
@@ -113,7 +114,7 @@ def test_full_size_after_a_settings_change_is_still_the_old_result(served: tuple
 
 
 @pytest.mark.skipif(not CUTE_FILE.is_file(), reason="the AnimeGANv3 cute model is absent from ../shared/models")
-def test_a_button_reaches_only_results_shown_in_its_own_chat(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_button_reaches_only_results_shown_in_its_own_chat(served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat_a, user_a = private_chat(3021)
     chat_c, user_c = private_chat(3022)
@@ -126,7 +127,7 @@ def test_a_button_reaches_only_results_shown_in_its_own_chat(served: tuple[Runni
     assert not fake.calls_to("sendDocument", chat_c["id"]) and not fake.calls_to("sendPhoto", chat_c["id"])
 
 
-def test_an_album_whose_parts_arrive_seconds_apart_is_answered_whole(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_an_album_whose_parts_arrive_seconds_apart_is_answered_whole(served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat, user = private_chat(3031)
     for i in range(3):
@@ -145,7 +146,7 @@ def test_an_album_whose_parts_arrive_seconds_apart_is_answered_whole(served: tup
         assert len(sent) == 3 and len(set(sent)) == 3, chat_id
 
 
-def test_an_album_gets_full_size_buttons_per_photo(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_an_album_gets_full_size_buttons_per_photo(served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat, user = private_chat(3041)
     for i in range(3):
@@ -158,7 +159,7 @@ def test_an_album_gets_full_size_buttons_per_photo(served: tuple[RunningBot, Fak
     assert fake.sent_file(doc, "document") == sent[1]
 
 
-def test_ten_presses_of_one_button_give_one_answer_and_no_chat_noise(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_ten_presses_of_one_button_give_one_answer_and_no_chat_noise(served: tuple[InProcessBot, FakeTelegram]) -> None:
     bot, fake = served
     chat, user = private_chat(3051)
     result = result_of(fake, fake.photo_message(chat, user, jpeg(51)))
@@ -174,7 +175,7 @@ def test_ten_presses_of_one_button_give_one_answer_and_no_chat_noise(served: tup
 
 
 def test_an_album_over_the_quota_draws_what_fits_and_says_how_many_were_left_out(
-        served: tuple[RunningBot, FakeTelegram]) -> None:
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat, user = private_chat(3081)
     for i in range(QUOTA + 2):
@@ -185,7 +186,7 @@ def test_an_album_over_the_quota_draws_what_fits_and_says_how_many_were_left_out
 
 
 def test_only_a_groups_admins_change_its_settings_and_menus_answer_only_their_owner(
-        served: tuple[RunningBot, FakeTelegram]) -> None:
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
     bot, fake = served
     group = group_chat(3091)
     _, admin = private_chat(3092)
@@ -211,7 +212,7 @@ def test_only_a_groups_admins_change_its_settings_and_menus_answer_only_their_ow
     assert len(fake.calls_to("editMessageText", group["id"])) == 1  # the admin's menu is still there
 
 
-def test_a_spoiler_comes_back_as_a_spoiler(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_spoiler_comes_back_as_a_spoiler(served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat, user = private_chat(3101)
     result = result_of(fake, fake.photo_message(chat, user, jpeg(101), spoiler=True))
@@ -220,14 +221,14 @@ def test_a_spoiler_comes_back_as_a_spoiler(served: tuple[RunningBot, FakeTelegra
     assert not plain.params.get("has_spoiler")
 
 
-def test_a_broken_animation_gets_one_clear_sentence(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_broken_animation_gets_one_clear_sentence(served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat, user = private_chat(3111)
     msg = fake.animation_message(chat, user, b"\x00\x00\x00\x18ftypmp42" + bytes(64))
     assert final_answer(fake, msg) == "That file is not a video or GIF I can read."
 
 
-def test_a_blocked_user_is_one_warning_line(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_blocked_user_is_one_warning_line(served: tuple[InProcessBot, FakeTelegram]) -> None:
     bot, fake = served
     chat, user = private_chat(3121)
     fake.blocked.add(user["id"])

@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 
 from bot.chat.replies import NOTICE_EDIT_EVERY_S
-from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.bot_harness import private_chat, start_bot
+from testkit.bot_in_process import InProcessBot, serving
 from testkit.replies import final_answer
 from testkit.journal import all_handled, open_jobs
 from tests.test_bot_answers import jpeg, photos_sent
@@ -21,13 +22,14 @@ BIG = ["street_1279x867.jpg", "town_1280x854.jpg", "tall_1280x1707.jpg", "large_
 
 
 @pytest.fixture(scope="module")
-def small_bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+def small_bot(real_store: ModelStore,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("small"), real_store.home, ANIMEBOT_WORKERS="1",
                  ANIMEBOT_QUEUE_SIZE="1", ANIMEBOT_PER_USER_LIMIT="1", ANIMEBOT_ADMINS=str(ADMIN)) as running:
         yield running
 
 
-def test_a_full_queue_answers_busy_and_everyone_gets_an_answer(small_bot: tuple[RunningBot, FakeTelegram],
+def test_a_full_queue_answers_busy_and_everyone_gets_an_answer(small_bot: tuple[InProcessBot, FakeTelegram],
                                                                 shared_photo: Callable[[str], bytes]) -> None:
     bot, fake = small_bot
     sent = []
@@ -40,7 +42,7 @@ def test_a_full_queue_answers_busy_and_everyone_gets_an_answer(small_bot: tuple[
     assert all(a == "photo" or "busy" in a for a in answers), answers
 
 
-def test_one_user_past_their_waiting_limit_is_told_so_in_one_sentence(small_bot: tuple[RunningBot, FakeTelegram],
+def test_one_user_past_their_waiting_limit_is_told_so_in_one_sentence(small_bot: tuple[InProcessBot, FakeTelegram],
                                         shared_photo: Callable[[str], bytes]) -> None:
     bot, fake = small_bot
     chat, user = private_chat(310)
@@ -51,7 +53,7 @@ def test_one_user_past_their_waiting_limit_is_told_so_in_one_sentence(small_bot:
                                           "Send this one again once some of them are back.")
 
 
-def test_a_burst_past_the_limit_is_told_once_how_many_were_not_taken(small_bot: tuple[RunningBot, FakeTelegram],
+def test_a_burst_past_the_limit_is_told_once_how_many_were_not_taken(small_bot: tuple[InProcessBot, FakeTelegram],
                                                                       shared_photo: Callable[[str], bytes]) -> None:
     bot, fake = small_bot
     chat, user = private_chat(330)
@@ -74,7 +76,8 @@ def test_a_burst_past_the_limit_is_told_once_how_many_were_not_taken(small_bot: 
     assert len(edits()) < 6 and all(b - a >= NOTICE_EDIT_EVERY_S - 0.5 for a, b in zip(times, times[1:])), times
 
 
-def test_an_album_past_the_limit_is_drawn_as_far_as_it_fits_and_says_so(small_bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_an_album_past_the_limit_is_drawn_as_far_as_it_fits_and_says_so(
+        small_bot: tuple[InProcessBot, FakeTelegram]) -> None:
     bot, fake = small_bot
     chat, user = private_chat(340)
     for i in range(3):
@@ -85,7 +88,7 @@ def test_an_album_past_the_limit_is_drawn_as_far_as_it_fits_and_says_so(small_bo
     assert len(photos_sent(fake, chat["id"])) == 1
 
 
-def test_admins_have_no_waiting_limit(small_bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_admins_have_no_waiting_limit(small_bot: tuple[InProcessBot, FakeTelegram]) -> None:
     bot, fake = small_bot
     chat, user = private_chat(ADMIN)
     fake.wait_for(lambda: all_handled(bot.home, fake) and not open_jobs(bot.home), 120)  # the queue of 1 is free again

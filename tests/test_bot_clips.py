@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_in_process import InProcessBot, serving
 from testkit.replies import final_answer, first_answer, label
 from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.journal import journal_rows
@@ -25,7 +26,7 @@ ADMIN = 6999
 
 
 @pytest.fixture(scope="module")
-def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("clips"), real_store.home, ANIMEBOT_VIDEO_MAX_S=str(MAX_S),
                  ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN)) as running:
         yield running
@@ -58,7 +59,7 @@ def stats(fake: FakeTelegram) -> str:
 
 
 def test_an_animation_comes_back_as_a_silent_animation_of_the_same_length(
-        bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+        bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     _, fake = bot
     chat, user = private_chat(6001)
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 40, (320, 240)), 20), kind="animation")
@@ -70,7 +71,7 @@ def test_an_animation_comes_back_as_a_silent_animation_of_the_same_length(
     assert out["size"] == (320, 240)
 
 
-def test_a_video_keeps_its_sound_and_streams(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+def test_a_video_keeps_its_sound_and_streams(bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     running, fake = bot
     chat, user = private_chat(6002)
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 30, (640, 360)), 30, sound_s=1.0))
@@ -82,7 +83,7 @@ def test_a_video_keeps_its_sound_and_streams(bot: tuple[RunningBot, FakeTelegram
     assert "sound kept" in running.log()
 
 
-def test_a_video_note_comes_back_round(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+def test_a_video_note_comes_back_round(bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     _, fake = bot
     chat, user = private_chat(6003)
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 15, (240, 240)), 15, sound_s=1.0), kind="video_note")
@@ -91,7 +92,7 @@ def test_a_video_note_comes_back_round(bot: tuple[RunningBot, FakeTelegram], str
     assert out["size"] == (240, 240) and int(reply.params["length"]) == 240 and out["audio"] == "aac"
 
 
-def test_a_long_clip_is_drawn_as_its_start_and_says_so(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+def test_a_long_clip_is_drawn_as_its_start_and_says_so(bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     running, fake = bot
     chat, user = private_chat(6004)
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 50, (192, 144)), 10))  # 5 s
@@ -105,7 +106,7 @@ def test_a_long_clip_is_drawn_as_its_start_and_says_so(bot: tuple[RunningBot, Fa
     assert rows == [(MAX_S,)]
 
 
-def test_a_repeat_is_sent_by_reference(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+def test_a_repeat_is_sent_by_reference(bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     _, fake = bot
     chat, user = private_chat(6005)
     data = mp4(pan_frames(street, 10, (160, 120)), 10)
@@ -114,7 +115,7 @@ def test_a_repeat_is_sent_by_reference(bot: tuple[RunningBot, FakeTelegram], str
     assert "animation" in first.files and again.params["animation"] == first.result["animation"]["file_id"]
 
 
-def test_in_a_group_only_a_clip_asked_for_is_drawn(bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+def test_in_a_group_only_a_clip_asked_for_is_drawn(bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     _, fake = bot
     group, user = group_chat(6006), private_chat(6006)[1]
     unasked = fake.clip_message(group, user, mp4(pan_frames(street, 10, (160, 120)), 10))
@@ -125,7 +126,7 @@ def test_in_a_group_only_a_clip_asked_for_is_drawn(bot: tuple[RunningBot, FakeTe
 
 
 def test_cancel_stops_the_drawing_frees_the_worker_and_costs_nothing(
-        bot: tuple[RunningBot, FakeTelegram], street: bytes) -> None:
+        bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     running, fake = bot
     chat, user = private_chat(6007)
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 90, (640, 360)), 30))  # 45 frames at 480x270
@@ -151,14 +152,14 @@ def test_cancel_stops_the_drawing_frees_the_worker_and_costs_nothing(
     assert final_answer(fake, photo, 120) == "photo"  # the worker is free again
 
 
-def test_a_text_file_named_video_gets_one_sentence(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_text_file_named_video_gets_one_sentence(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = bot
     chat, user = private_chat(6008)
     msg = fake.document_message(chat, user, b"this is not a video at all\n" * 40, "holiday.mp4", "video/mp4")
     assert final_answer(fake, msg) == "That file is not a video or GIF I can read."
 
 
-def test_photos_of_others_overtake_a_second_clip(bot: tuple[RunningBot, FakeTelegram], street: bytes,
+def test_photos_of_others_overtake_a_second_clip(bot: tuple[InProcessBot, FakeTelegram], street: bytes,
                                                  shared_photo: Callable[[str], bytes]) -> None:
     """One worker: a user's second clip waits behind other users' photos sent after it, because a
     clip moves its owner's line on by its frames."""
@@ -203,7 +204,7 @@ def test_clips_against_the_quota_the_waiting_limit_and_albums(real_store: ModelS
 
 
 def test_a_second_cancel_says_it_is_stopping_and_stats_see_the_drawing_and_the_cancel(
-        bot: tuple[RunningBot, FakeTelegram], street: bytes, real_store: ModelStore) -> None:
+        bot: tuple[InProcessBot, FakeTelegram], street: bytes, real_store: ModelStore) -> None:
     running, fake = bot
     chat, user = private_chat(6030)
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 90, (640, 360), travel=0.25), 30))
@@ -240,7 +241,7 @@ def test_a_second_cancel_says_it_is_stopping_and_stats_see_the_drawing_and_the_c
     assert f"{failed} failed, {cancelled} cancelled, " in stats(fake)
 
 
-def test_a_one_frame_gif_file_is_a_picture_with_no_cancel_button(bot: tuple[RunningBot, FakeTelegram],
+def test_a_one_frame_gif_file_is_a_picture_with_no_cancel_button(bot: tuple[InProcessBot, FakeTelegram],
                                                                  street: bytes) -> None:
     _, fake = bot
     chat, user = private_chat(6031)
@@ -288,7 +289,7 @@ def test_a_clip_sent_as_a_file_counts_its_seconds_once_its_header_is_read(
 
 
 def test_a_preview_of_my_last_photo_is_of_the_last_photo_never_of_a_clip(
-        bot: tuple[RunningBot, FakeTelegram], street: bytes, real_store: ModelStore) -> None:
+        bot: tuple[InProcessBot, FakeTelegram], street: bytes, real_store: ModelStore) -> None:
     running, fake = bot
     chat, user = private_chat(6032)
 

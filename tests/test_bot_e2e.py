@@ -20,7 +20,8 @@ from PIL import Image
 
 from inference.engine import load_face_tools, load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size
-from testkit.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_in_process import InProcessBot, bot_in_process
 from tests.conftest import CUTE_FILE, PHOTOS, psnr
 from testkit.journal import handled, jobs_for
 from testkit.replies import answers, first_answer, is_status
@@ -42,11 +43,9 @@ def fake() -> Iterator[FakeTelegram]:
 
 
 @pytest.fixture(scope="module")
-def bot(fake: FakeTelegram, shared_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBot]:
-    running = start_bot(fake, tmp_path_factory.mktemp("bot"), shared_home)
-    yield running
-    assert running.stop() == 0, running.log()
-    assert TOKEN not in running.log()
+def bot(fake: FakeTelegram, shared_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBot]:
+    with bot_in_process(fake, tmp_path_factory.mktemp("bot"), shared_home) as running:
+        yield running
     assert TOKEN.split(":")[1] not in running.log()
 
 
@@ -89,7 +88,7 @@ def engine(real_store: ModelStore):  # type: ignore[no-untyped-def]
     return convert
 
 
-def test_private_photo_gets_anime_reply_like_the_engine(bot: RunningBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
+def test_private_photo_gets_anime_reply_like_the_engine(bot: InProcessBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
     chat, user = private_chat(101)
     data = photo("street_1279x867.jpg")
     msg = fake.photo_message(chat, user, data)
@@ -107,7 +106,7 @@ def test_private_photo_gets_anime_reply_like_the_engine(bot: RunningBot, fake: F
     assert any(b.startswith("f:") for b in buttons(reply)) and not any(b.startswith("r:hayao:") for b in buttons(reply))
 
 
-def test_image_document_gets_anime_reply(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_image_document_gets_anime_reply(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(102)
     png = io.BytesIO()
     Image.open(PHOTOS / "square_512.jpg").save(png, "PNG")
@@ -115,7 +114,7 @@ def test_image_document_gets_anime_reply(bot: RunningBot, fake: FakeTelegram) ->
     assert image_of(fake, photo_reply(fake, msg)).size == (512, 512)
 
 
-def test_non_image_documents_get_a_clear_message(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_non_image_documents_get_a_clear_message(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(103)
     pdf = fake.document_message(chat, user, b"%PDF-1.4\n" + b"x" * 500, "report.pdf", "application/pdf")
     assert "isn't an image" in text_reply(fake, pdf)
@@ -124,14 +123,14 @@ def test_non_image_documents_get_a_clear_message(bot: RunningBot, fake: FakeTele
     assert not [c for c in fake.replies_to(fake_jpg) if c.method == "sendPhoto"]
 
 
-def test_a_file_over_the_download_limit_is_refused_without_fetching(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_a_file_over_the_download_limit_is_refused_without_fetching(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(114)
     huge = fake.document_message(chat, user, b"\xff\xd8" + bytes(21 * 2**20), "huge.jpg", "image/jpeg")
     assert "up to 20 MB" in text_reply(fake, huge)
     assert not [c for c in fake.calls_to("getFile") if c.params["file_id"] == huge["document"]["file_id"]]
 
 
-def test_a_sticker_gets_a_hint(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_a_sticker_gets_a_hint(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(115)  # (a video is drawn: tests/test_bot_clips.py)
     sticker = {"file_id": "S1", "file_unique_id": "US1", "width": 512, "height": 512, "is_animated": False,
                "is_video": False, "type": "regular"}
@@ -139,7 +138,7 @@ def test_a_sticker_gets_a_hint(bot: RunningBot, fake: FakeTelegram) -> None:
     assert "Send me a photo" in fake.wait_for(lambda: fake.messages_to(chat["id"]), 30)[0].params["text"]
 
 
-def test_album_in_album_out(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_album_in_album_out(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(104)
     first = fake.photo_message(chat, user, photo("portrait_closeup.jpg"), media_group_id="album-1")
     fake.photo_message(chat, user, photo("square_512.jpg"), media_group_id="album-1")
@@ -151,7 +150,7 @@ def test_album_in_album_out(bot: RunningBot, fake: FakeTelegram) -> None:
     assert not fake.calls_to("sendPhoto", chat["id"])
 
 
-def test_group_photos_are_converted_only_when_asked(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_group_photos_are_converted_only_when_asked(bot: InProcessBot, fake: FakeTelegram) -> None:
     group = group_chat(201)
     _, user = private_chat(105)
     unasked = fake.photo_message(group, user, photo("portrait_closeup.jpg"))
@@ -174,7 +173,7 @@ def test_group_photos_are_converted_only_when_asked(bot: RunningBot, fake: FakeT
 
 
 @pytest.mark.skipif(not CUTE_FILE.is_file(), reason="the AnimeGANv3 cute model is absent from ../shared/models")
-def test_style_command_changes_the_style(bot: RunningBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
+def test_style_command_changes_the_style(bot: InProcessBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
     chat, user = private_chat(106)
     fake.text_message(chat, user, "/style")
     menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "reply_markup" in c.params], 30)[0]
@@ -194,7 +193,7 @@ def test_style_command_changes_the_style(bot: RunningBot, fake: FakeTelegram, en
 
 
 @pytest.mark.skipif(not CUTE_FILE.is_file(), reason="the AnimeGANv3 cute model is absent from ../shared/models")
-def test_rerender_and_full_size_buttons(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_rerender_and_full_size_buttons(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(107)
     original = fake.photo_message(chat, user, photo("square_512.jpg"))
     first = photo_reply(fake, original)
@@ -217,7 +216,7 @@ def test_rerender_and_full_size_buttons(bot: RunningBot, fake: FakeTelegram) -> 
     assert len(fake.downloads) == downloads + 1, "only the first redraw fetched the original again"
 
 
-def test_forged_button_is_answered_as_expired(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_forged_button_is_answered_as_expired(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(108)
     fake.text_message(chat, user, "hello")
     hint = fake.wait_for(lambda: fake.messages_to(chat["id"]), 30)[0]
@@ -226,7 +225,7 @@ def test_forged_button_is_answered_as_expired(bot: RunningBot, fake: FakeTelegra
     assert "expired" in answer.params["text"]
 
 
-def test_the_same_photo_twice_needs_no_download_and_no_upload(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_the_same_photo_twice_needs_no_download_and_no_upload(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(109)
     first = fake.photo_message(chat, user, photo("portrait_closeup.jpg"))
     sent = photo_reply(fake, first)
@@ -243,7 +242,7 @@ def test_the_same_photo_twice_needs_no_download_and_no_upload(bot: RunningBot, f
     assert not [c for c in fake.replies_to(repeat) if c.method == "sendMessage"], "a cache hit needs no status"
 
 
-def test_chinese_users_are_answered_in_chinese_and_lang_overrides(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_chinese_users_are_answered_in_chinese_and_lang_overrides(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(110, lang="zh-hans")
     fake.text_message(chat, user, "/start")
     assert "动漫" in fake.wait_for(lambda: fake.messages_to(chat["id"]), 30)[0].params["text"]
@@ -255,12 +254,12 @@ def test_chinese_users_are_answered_in_chinese_and_lang_overrides(bot: RunningBo
     assert "anime" in fake.wait_for(lambda: fake.messages_to(chat["id"])[2:], 30)[0].params["text"]
 
 
-def test_commands_are_registered(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_commands_are_registered(bot: InProcessBot, fake: FakeTelegram) -> None:
     names = {c["command"] for call in fake.calls_to("setMyCommands") for c in call.params["commands"]}
     assert {"start", "help", "style", "lang", "about", "anime"} <= names
 
 
-def test_a_killed_worker_is_replaced_and_its_user_answered(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_a_killed_worker_is_replaced_and_its_user_answered(bot: InProcessBot, fake: FakeTelegram) -> None:
     chat, user = private_chat(111)
     before = bot.worker_pids()
     msg = fake.photo_message(chat, user, photo("large_1365x2048.jpg"))
@@ -278,7 +277,7 @@ def test_a_killed_worker_is_replaced_and_its_user_answered(bot: RunningBot, fake
     assert len(after) == len(before) and set(after.values()) != set(before.values())
 
 
-def test_group_command_mistakes_get_a_short_explanation(bot: RunningBot, fake: FakeTelegram) -> None:
+def test_group_command_mistakes_get_a_short_explanation(bot: InProcessBot, fake: FakeTelegram) -> None:
     group = group_chat(202)
     _, user = private_chat(112)
     lone = fake.text_message(group, user, "/anime")
@@ -292,7 +291,7 @@ def test_group_command_mistakes_get_a_short_explanation(bot: RunningBot, fake: F
         "a refused /anime must not download the photo"
 
 
-def test_settings_switch_faces_off_and_set_strength_for_this_chat(bot: RunningBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
+def test_settings_switch_faces_off_and_set_strength_for_this_chat(bot: InProcessBot, fake: FakeTelegram, engine) -> None:  # type: ignore[no-untyped-def]
     chat, user = private_chat(113)
     fake.text_message(chat, user, "/settings")
     menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "reply_markup" in c.params], 30)[0]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from testkit.bot_harness import RunningBot, private_chat, serving
+from testkit.bot_harness import private_chat
+from testkit.bot_in_process import InProcessBot, serving
 from tests.conftest import synthetic_photo
 from testkit.fake_telegram import DROP, Fault, FakeTelegram, flood
 from testkit.replies import answers
@@ -19,7 +20,7 @@ JPEG = synthetic_photo()  # any photo will do: these tests are about Telegram's 
 
 
 @pytest.fixture(scope="module")
-def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("failures"), real_store.home, ANIMEBOT_MAX_SIDE="256",
                  ANIMEBOT_RATE_PER_MINUTE="0") as running:
         yield running
@@ -29,7 +30,7 @@ def photo_reply(fake: FakeTelegram, message: dict[str, Any]) -> Any:
     return fake.wait_for(lambda: answers(fake, message, "sendPhoto"), 180)
 
 
-def job_lines(bot: RunningBot) -> list[str]:
+def job_lines(bot: InProcessBot) -> list[str]:
     return [line for line in bot.log().splitlines() if "animebot.jobs" in line]
 
 
@@ -41,7 +42,7 @@ def job_lines(bot: RunningBot) -> list[str]:
     ("sendPhoto", [DROP]),
     ("sendPhoto", [Fault(502, "Bad Gateway")]),
 ])
-def test_passing_trouble_is_retried_and_the_photo_arrives(bot: tuple[RunningBot, FakeTelegram], method: str,
+def test_passing_trouble_is_retried_and_the_photo_arrives(bot: tuple[InProcessBot, FakeTelegram], method: str,
                                                           faults: list[Fault]) -> None:
     running, fake = bot
     chat, user = private_chat(8000 + len(fake.calls))
@@ -51,7 +52,7 @@ def test_passing_trouble_is_retried_and_the_photo_arrives(bot: tuple[RunningBot,
     assert fake.take_fault(method) is None  # every fault was met
 
 
-def test_a_user_who_blocked_the_bot_is_one_log_line(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_user_who_blocked_the_bot_is_one_log_line(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     running, fake = bot
     chat, user = private_chat(8101)
     fake.blocked.add(8101)
@@ -62,7 +63,7 @@ def test_a_user_who_blocked_the_bot_is_one_log_line(bot: tuple[RunningBot, FakeT
     photo_reply(fake, fake.photo_message(other_chat, other, JPEG))  # everyone else is still served
 
 
-def test_a_deleted_message_still_gets_its_answer(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_deleted_message_still_gets_its_answer(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = bot
     chat, user = private_chat(8201)
     msg = fake.photo_message(chat, user, synthetic_photo(360, 380, seed=1))
@@ -71,7 +72,7 @@ def test_a_deleted_message_still_gets_its_answer(bot: tuple[RunningBot, FakeTele
     assert isinstance(reply.result, dict) and reply.result.get("photo")  # sent, just not as a reply
 
 
-def test_a_server_that_keeps_failing_is_logged_with_the_job_id(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_server_that_keeps_failing_is_logged_with_the_job_id(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     running, fake = bot
     chat, user = private_chat(8301)
     fake.inject("sendPhoto", *[Fault(500, "Internal Server Error")] * 4)

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from bot.chat.status import EDIT_EVERY_S
-from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.bot_harness import private_chat, start_bot
+from testkit.bot_in_process import InProcessBot, serving
 from testkit.journal import jobs_for, settled
 from testkit.replies import STATUS, answers, labels
 from testkit.fake_telegram import Call, FakeTelegram
@@ -27,7 +28,7 @@ PLACE = re.compile(r"In queue: (yours is next|1 photo before yours|([2-9]|10) ph
 
 
 @pytest.fixture(scope="module")
-def served(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+def served(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("fair"), real_store.home, **ENV) as both:
         yield both
 
@@ -41,7 +42,7 @@ def finals(fake: FakeTelegram, message: dict[str, Any]) -> list[str]:
 
 
 def test_ten_users_send_five_each_then_one_sends_one_and_all_are_drawn_in_turn(
-        served: tuple[RunningBot, FakeTelegram]) -> None:
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     heavy: dict[int, list[dict[str, Any]]] = {}
     for n in range(5):  # each user's burst, interleaved as a real burst arrives

@@ -28,7 +28,8 @@ from bot.flow.previews import PREVIEW_SETTINGS, compose, layout, sheet_key
 from bot.flow.requests import REQUEST_VERSION, Request, Source, request_from_json, request_to_json
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings, Converted
-from testkit.bot_harness import RunningBot, private_chat, serving, start_bot
+from testkit.bot_harness import private_chat, start_bot
+from testkit.bot_in_process import InProcessBot, serving
 from tests.conftest import MODELS, synthetic_photo
 from testkit.journal import drawn_by, journal_rows, settled
 from testkit.replies import album_files, answers, buttons
@@ -213,7 +214,7 @@ def gallery_home(hayao_file: Path, photos: list[Path], tmp_path_factory: pytest.
 
 
 @pytest.fixture(scope="module")
-def served(gallery_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+def served(gallery_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     assert PER_USER_LIMIT < len(GALLERY)
     with serving(tmp_path_factory.mktemp("bot"), gallery_home, ANIMEBOT_MAX_SIDE="320",
                  ANIMEBOT_ADMINS=f"{ADMIN},{SPOILER_ADMIN}", ANIMEBOT_DAILY_QUOTA=str(QUOTA),
@@ -242,7 +243,7 @@ def albums_to(fake: FakeTelegram, message: dict[str, Any]) -> list[Call]:
     return answers(fake, message, "sendMediaGroup")
 
 
-def drawings_logged(bot: RunningBot, size: str) -> list[str]:
+def drawings_logged(bot: InProcessBot, size: str) -> list[str]:
     """The styles the workers drew from a photo of ``size`` (e.g. 900x900), one log line per drawing."""
     return re.findall(rf"job \S+: (\S+) {size} -> \d+x\d+, waited", bot.log())
 
@@ -258,7 +259,7 @@ def photo_bytes(name: str, photos: list[Path], mirrored: bool = False) -> bytes:
 
 
 def test_style_previews_are_drawn_once_by_the_workers_then_sent_by_file_id(
-        served: tuple[RunningBot, FakeTelegram], gallery: Styles) -> None:
+        served: tuple[InProcessBot, FakeTelegram], gallery: Styles) -> None:
     bot, fake = served
     chat, user = private_chat(8101)
     first = fake.text_message(chat, user, "/style")
@@ -295,7 +296,7 @@ def test_style_previews_are_drawn_once_by_the_workers_then_sent_by_file_id(
 
 
 def test_all_styles_is_an_album_of_every_other_style_each_an_ordinary_result(
-        served: tuple[RunningBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
+        served: tuple[InProcessBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
     bot, fake = served
     chat, user = private_chat(ADMIN)  # no quota in the way; what it counts is read from the journal
     original = fake.photo_message(chat, user, photo_bytes("square_512.jpg", photos))
@@ -335,7 +336,7 @@ def test_all_styles_is_an_album_of_every_other_style_each_an_ordinary_result(
 
 
 def test_all_styles_over_the_quota_draws_what_fits_and_says_the_rest(
-        served: tuple[RunningBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
+        served: tuple[InProcessBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
     bot, fake = served
     chat, user = private_chat(8201)
     img = Image.open(io.BytesIO(photo_bytes("town_1280x854.jpg", photos))).convert("RGB").resize((480, 320))
@@ -356,7 +357,7 @@ def test_all_styles_over_the_quota_draws_what_fits_and_says_the_rest(
 
 
 def test_a_preview_on_my_last_photo_costs_one_photo_and_only_once(
-        served: tuple[RunningBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
+        served: tuple[InProcessBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
     bot, fake = served
     chat, user = private_chat(8301)
     original = fake.photo_message(chat, user, photo_bytes("square_512.jpg", photos, mirrored=True))
@@ -388,7 +389,7 @@ def test_a_preview_on_my_last_photo_costs_one_photo_and_only_once(
     assert drawn_by(bot.home, user["id"]) == before + 1
 
 
-def test_about_lists_each_style_with_its_credits_and_licence(served: tuple[RunningBot, FakeTelegram],
+def test_about_lists_each_style_with_its_credits_and_licence(served: tuple[InProcessBot, FakeTelegram],
                                                              gallery: Styles) -> None:
     _, fake = served
     chat, user = private_chat(8401)
@@ -401,7 +402,7 @@ def test_about_lists_each_style_with_its_credits_and_licence(served: tuple[Runni
 
 
 def test_the_face_style_says_it_is_made_for_selfies_only_under_small_faces(
-        served: tuple[RunningBot, FakeTelegram], photos: list[Path]) -> None:
+        served: tuple[InProcessBot, FakeTelegram], photos: list[Path]) -> None:
     _, fake = served
     chat, user = private_chat(8501)
     scene = fake.photo_message(chat, user, photo_bytes("street_1279x867.jpg", photos), caption="/anime jp_face")
@@ -447,7 +448,7 @@ def test_all_styles_survives_a_crash_before_its_album_is_sent(gallery_home: Path
 
 
 def test_a_photo_sent_with_a_spoiler_keeps_it_in_every_answer_about_it(
-        served: tuple[RunningBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
+        served: tuple[InProcessBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
     _, fake = served
     chat, user = private_chat(SPOILER_ADMIN)
     img = Image.open(io.BytesIO(photo_bytes("portrait_900x1200.jpg", photos))).convert("RGB").resize((300, 400))
@@ -472,7 +473,7 @@ def test_a_photo_sent_with_a_spoiler_keeps_it_in_every_answer_about_it(
     assert "Your last photo" in own.params["caption"] and own.params.get("has_spoiler") is True, "its preview sheet"
 
 
-def test_the_face_style_says_when_it_found_no_face_at_all(served: tuple[RunningBot, FakeTelegram]) -> None:
+def test_the_face_style_says_when_it_found_no_face_at_all(served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     chat, user = private_chat(8502)
     faceless = fake.photo_message(chat, user, synthetic_photo(480, 360, seed=8502), caption="/anime jp_face")

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from testkit.bot_harness import RunningBot, group_chat, private_chat, serving
+from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_in_process import InProcessBot, serving
 from testkit.clip_maker import read_back
 from tests.conftest import synthetic_photo
 from testkit.journal import handled, jobs_for
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
-def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningBot, FakeTelegram]]:
+def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("hostile"), real_store.home, ANIMEBOT_MAX_SIDE="256",
                  ANIMEBOT_RATE_PER_MINUTE="0") as running:
         yield running
@@ -75,7 +76,7 @@ FILES = {
 
 
 @pytest.mark.parametrize("case", list(FILES))
-def test_a_broken_file_gets_one_clear_sentence(bot: tuple[RunningBot, FakeTelegram], case: str) -> None:
+def test_a_broken_file_gets_one_clear_sentence(bot: tuple[InProcessBot, FakeTelegram], case: str) -> None:
     _, fake = bot
     data, name, mime, says = FILES[case]
     chat, user = private_chat(900 + list(FILES).index(case))
@@ -85,7 +86,7 @@ def test_a_broken_file_gets_one_clear_sentence(bot: tuple[RunningBot, FakeTelegr
     assert "Traceback" not in answer.params["text"]
 
 
-def test_a_bomb_is_refused_from_its_header(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_bomb_is_refused_from_its_header(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     """137 bytes that claim 400 MP, with pixel data no decoder could read: the answer is "too
     large", not "damaged", so the bot refused it from the header without decoding it."""
     _, fake = bot
@@ -96,7 +97,7 @@ def test_a_bomb_is_refused_from_its_header(bot: tuple[RunningBot, FakeTelegram])
     assert "damaged" not in text
 
 
-def test_a_file_over_20_mb_is_refused_without_fetching_it(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_file_over_20_mb_is_refused_without_fetching_it(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = bot
     chat, user = private_chat(950)
     msg = fake.document_message(chat, user, b"\xff\xd8" + bytes(21 * 2**20), "huge.jpg", "image/jpeg")
@@ -105,7 +106,7 @@ def test_a_file_over_20_mb_is_refused_without_fetching_it(bot: tuple[RunningBot,
     assert not [c for c in fake.calls_to("getFile") if c.params["file_id"] == msg["document"]["file_id"]]
 
 
-def test_an_animated_webp_is_drawn_from_its_first_frame_and_says_so(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_an_animated_webp_is_drawn_from_its_first_frame_and_says_so(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = bot
     chat, user = private_chat(964)
     msg = fake.document_message(chat, user, animation("WEBP"), "loop.webp", "image/webp")
@@ -114,7 +115,7 @@ def test_an_animated_webp_is_drawn_from_its_first_frame_and_says_so(bot: tuple[R
     assert "first frame" in answer.params.get("caption", "")
 
 
-def test_a_gif_sent_as_a_file_comes_back_as_an_animation(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_a_gif_sent_as_a_file_comes_back_as_an_animation(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = bot
     chat, user = private_chat(963)
     msg = fake.document_message(chat, user, animation("GIF"), "loop.gif", "image/gif")
@@ -123,7 +124,7 @@ def test_a_gif_sent_as_a_file_comes_back_as_an_animation(bot: tuple[RunningBot, 
     assert frames["audio"] is None and frames["codec"] == "h264"
 
 
-def test_huge_text_and_captions_and_unknown_commands(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_huge_text_and_captions_and_unknown_commands(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     running, fake = bot
     chat, user = private_chat(970)
     photo = fake.photo_message(chat, user, JPEG, caption="x" * 5000)
@@ -150,7 +151,7 @@ def test_huge_text_and_captions_and_unknown_commands(bot: tuple[RunningBot, Fake
 @pytest.mark.parametrize("data", ["r:hayao:0123456789ab", "r:nosuchstyle:0123456789ab", "f:0123456789ab",
                                   "r:hayao:0123456789abcdef", "f:hayao:zz", "s:hayao:1", "l:en:1",
                                   "\x00\x01garbage", "", "o:faces:notanumber", "s:" + "h" * 60])
-def test_forged_or_expired_buttons_are_answered_and_harmless(bot: tuple[RunningBot, FakeTelegram], data: str) -> None:
+def test_forged_or_expired_buttons_are_answered_and_harmless(bot: tuple[InProcessBot, FakeTelegram], data: str) -> None:
     _, fake = bot
     chat, user = private_chat(980)
     message = fake.text_message(chat, user, "(a message the button sits under)")
@@ -160,10 +161,10 @@ def test_forged_or_expired_buttons_are_answered_and_harmless(bot: tuple[RunningB
     assert len(answers) == 1
 
 
-def test_the_bot_still_serves_after_all_that(bot: tuple[RunningBot, FakeTelegram]) -> None:
+def test_the_bot_still_serves_after_all_that(bot: tuple[InProcessBot, FakeTelegram]) -> None:
     running, fake = bot
     chat, user = private_chat(999)
     msg = fake.photo_message(chat, user, synthetic_photo(360, 380, seed=1))
     assert only_answer(fake, msg).method == "sendPhoto"
-    assert running.process.poll() is None
+    assert running.alive()
     assert "Traceback" not in running.log()

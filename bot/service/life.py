@@ -45,12 +45,15 @@ def heartbeat_path(home: Path) -> Path:
     return home / "heartbeat"
 
 
-async def run_service(app: Application, cfg: Config, styles: Styles) -> None:
-    """Run the bot until SIGINT or SIGTERM: the whole lifetime, in order."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+async def run_service(app: Application, cfg: Config, styles: Styles, stop: asyncio.Event | None = None) -> None:
+    """Run the bot until SIGINT or SIGTERM: the whole lifetime, in order. A caller that runs it off
+    the main thread, where no signal reaches it (the tests' in-process bot), passes ``stop``
+    and sets it instead."""
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
     if not await _initialize(app, stop):
         log.info("stopped before the Bot API answered")
         return

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 
+LINE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 
 class RedactingFormatter(logging.Formatter):
     """Formats as usual, then replaces every occurrence of the secrets."""
@@ -28,15 +30,23 @@ def setup_logging(*secrets: str | None, level: int = logging.INFO) -> None:
     """Log to stderr, one line an event, with ``secrets`` (the token, a webhook secret) redacted;
     quiet the per-request chatter of httpx and aiohttp."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
-                                            [s for s in secrets if s]))
+    handler.setFormatter(RedactingFormatter(LINE_FORMAT, [s for s in secrets if s]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    quiet_libraries()
+
+
+def quiet_libraries() -> None:
+    """What the libraries under the bot log that an operator should not have to read."""
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     # When the rate limiter stops waiting out flood control it logs a traceback
     # at ERROR and re-raises; bot/chat/retry.py then waits on, with one line naming
     # the job, so the limiter's own give-up is noise.
-    logging.getLogger("telegram.ext.AIORateLimiter").addFilter(lambda record: record.levelno < logging.ERROR)
+    logging.getLogger("telegram.ext.AIORateLimiter").addFilter(_below_error)  # once, however often called
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR
