@@ -28,18 +28,19 @@ REPO = Path(__file__).resolve().parents[1]
 READY_LINE = "ready: styles"  # logged once updates are about to be taken
 
 
-def link_shared(home: Path, shared_home: Path) -> None:
-    """Installed models and the TorchScript export, shared by every bot of the session."""
+def prepare_home(home: Path, shared_home: Path) -> None:
+    """Make ``home``, with the installed models and exports shared by every bot of the session."""
+    home.mkdir(parents=True, exist_ok=True)
     for name in ("models", "cache"):
         (shared_home / name).mkdir(parents=True, exist_ok=True)
         if not (home / name).exists():
             (home / name).symlink_to(shared_home / name)
 
 
-def bot_environment(fake: FakeTelegram, home: Path, env: Mapping[str, str],
-                    inherit: Mapping[str, str]) -> dict[str, str]:
-    """What a bot in ``home`` on ``fake`` is configured by: ``inherit``, then ours, then ``env``."""
-    return {**inherit, "TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_API_BASE_URL": fake.base_url,
+def bot_environment(fake: FakeTelegram, home: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """What a bot in ``home`` on ``fake`` is configured by: this process's environment, then
+    ours, then ``env``."""
+    return {**os.environ, "TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_API_BASE_URL": fake.base_url,
             "TELEGRAM_API_FILE_URL": fake.file_url, "ANIMEBOT_HOME": str(home), **env}
 
 
@@ -102,9 +103,8 @@ class RunningBot(RunningProcess):
 
 def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **env: str) -> RunningBot:
     """``python -m bot run ARGS`` in ``home`` (cwd too, so no developer .env is read), ready for updates."""
-    home.mkdir(parents=True, exist_ok=True)
-    link_shared(home, shared_home)
-    full_env = {**bot_environment(fake, home, env, inherit=os.environ), "PYTHONPATH": str(REPO)}
+    prepare_home(home, shared_home)
+    full_env = {**bot_environment(fake, home, env), "PYTHONPATH": str(REPO)}
     log_path = home / "bot.log"
     before = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as log:  # a restarted bot appends

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from bot.app import build_application
 from bot.service.config import Config, load_config
 from bot.service.life import run_service
 from bot.service.logs import LINE_FORMAT, RedactingFormatter, quiet_libraries
-from testkit.bot_harness import READY_LINE, bot_environment, link_shared, parse_worker_pids
+from testkit.bot_harness import READY_LINE, bot_environment, prepare_home, parse_worker_pids
 from testkit.fake_telegram import TOKEN, FakeTelegram
 from weights.provision import provision
 from weights.store import ModelStore
@@ -107,9 +106,8 @@ def _bot_log(bot: InProcessBot) -> Iterator[None]:
 def bot_in_process(fake: FakeTelegram, home: Path, shared_home: Path, **env: str) -> Iterator[InProcessBot]:
     """The real bot on ``fake``, served from this process with ``env`` over the environment, until
     the block ends; then it must stop cleanly, with the token nowhere in its log."""
-    home.mkdir(parents=True, exist_ok=True)
-    link_shared(home, shared_home)
-    cfg = load_config(bot_environment(fake, home, env, inherit=os.environ), dotenv=None)
+    prepare_home(home, shared_home)
+    cfg = load_config(bot_environment(fake, home, env), dotenv=None)
     provision(ModelStore(cfg.home), cfg.weights, cfg.baked_models)
     bot = InProcessBot(fake, home, cfg)
     with _bot_log(bot):
