@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from telegram import Update
 from telegram.ext import (
@@ -41,6 +42,9 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
         if styles.resolve(style) != style or styles.resolve(lite) != lite:
             raise ConfigError(f"ANIMEBOT_FAST_MODE: {style} and {lite} must both be installed styles "
                               f"(installed: {', '.join(styles.names)}); make a lite one with animebot prune")
+    # Clip durations as timedeltas, the type python-telegram-bot 23 makes the only one; without
+    # this opt-in, 22.x warns at every clip (bot/chat/photos.py reads either type).
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
     app = (
         Application.builder()
         .token(cfg.token)
