@@ -69,25 +69,13 @@ LONG_TESTS = frozenset({
 })
 
 
-# The modules that take longest with ../shared (pytest --durations=0, summed per module), longest
-# first. They start first, so the two test processes (pyproject's -n 2) finish together rather
-# than one running a long module alone at the end.
-LONGEST_FIRST = ("test_scale_out.py", "test_bot_clips.py", "test_bot_gallery.py", "test_bench.py",
-                 "test_bot_durable.py", "test_quantize.py", "test_bot_stops.py", "test_faces.py",
-                 "test_celery_worker.py", "test_tflite_import.py")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by what it uses, so that a new test is marked without anyone remembering:
 
     - ``real_model``: it needs ../shared (and is skipped where that is absent);
     - ``slow``: it needs ../shared (a real model loads and draws real photos for seconds), starts
       the bot process, or is in LONG_MODULES or LONG_TESTS. ``pytest -m "not slow"`` runs the rest.
-
-    Then put the LONGEST_FIRST modules first (a stable sort: each module's own order stays).
     """
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))  # every fixture the test needs, directly or not
         module = getattr(item, "module", None)
