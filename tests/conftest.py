@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import io
 import os
-
-# One drawing thread per test process (set before torch is imported, and inherited by every bot,
-# worker and child started here). pytest runs a process per core (pyproject's -n 2); with two
-# threads each, the engines' threads outnumber the cores and spin waiting for one another: the
-# suite cost 834 CPU-s that way against 692 on one thread (docs/benchmarks.md, "The test suite").
-# A test that compares threads or pixels across processes still sets its own count.
-os.environ.setdefault("ANIMEBOT_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+# One drawing thread per test process (set before torch is imported, and inherited by every bot,
+# worker and child started here). pytest runs four processes on our two cores (pyproject's -n 4);
+# with two threads each, the engines' threads outnumber the cores and spin waiting for one
+# another: the suite cost 834 CPU-s that way against 692 on one thread (docs/benchmarks.md, "The
+# test suite"). A test that compares pixels across processes still sets its own count.
+os.environ.setdefault("ANIMEBOT_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import pytest
