@@ -62,6 +62,17 @@ def group_chat(gid: int) -> dict[str, Any]:
     return {"id": -gid, "type": "supergroup", "title": f"Group {gid}"}
 
 
+def pick_style(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], name: str, shown: str) -> None:
+    """The user picks style ``name`` in /style, as a person would, and waits for the bot's "Style set
+    to ``shown``": a test whose bot draws a quick style by default picks a slow one for its user."""
+    before = len(fake.messages_to(chat["id"]))
+    fake.text_message(chat, user, "/style")
+    menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"])[before:] if "reply_markup" in c.params], 60)[0]
+    fake.press(user, menu.result, f"s:{name}:{user['id']}")
+    fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText", chat["id"])
+                           if str(c.params.get("text", "")).startswith(f"Style set to {shown}")], 60)
+
+
 @dataclass
 class RunningProcess:
     """A process of ours started in a session of its own, with its output in a log file."""

@@ -12,23 +12,28 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_harness import group_chat, pick_style, private_chat
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.replies import final_answer, first_answer, label
 from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.journal import journal_rows
 from testkit.fake_telegram import Call, FakeTelegram
+from tests.conftest import CUTE_FILE
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 MAX_S = 3  # the bot's longest clip here: short clips keep the module quick on two cores
 ADMIN = 6999
+# Most tests here are about what a clip comes back as, not its drawing, so the bots draw in the
+# cute style, about a ninth of Hayao's cost a frame. A test that needs a drawing long enough to
+# press Cancel in, or to be overtaken, picks Hayao for its user (:func:`testkit.bot_harness.pick_style`).
+QUICK_STYLE = {"ANIMEBOT_STYLE": "cute"} if CUTE_FILE.is_file() else {}
 
 
 @pytest.fixture(scope="module")
 def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("clips"), real_store.home, ANIMEBOT_VIDEO_MAX_S=str(MAX_S),
-                 ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN)) as running:
+                 ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN), **QUICK_STYLE) as running:
         yield running
 
 
@@ -129,6 +134,7 @@ def test_cancel_stops_the_drawing_frees_the_worker_and_costs_nothing(
         bot: tuple[InProcessBot, FakeTelegram], street: bytes) -> None:
     running, fake = bot
     chat, user = private_chat(6007)
+    pick_style(fake, chat, user, "hayao", "Hayao")
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 90, (640, 360)), 30))  # 45 frames at 480x270
 
     def progress() -> list[Call]:
@@ -166,6 +172,7 @@ def test_photos_of_others_overtake_a_second_clip(bot: tuple[InProcessBot, FakeTe
     _, fake = bot
     chat_a, user_a = private_chat(6009)
     chat_b, user_b = private_chat(6010)
+    pick_style(fake, chat_a, user_a, "hayao", "Hayao")
     clips = [fake.clip_message(chat_a, user_a, mp4(pan_frames(street, 15, (320, 240), travel=t), 15))
              for t in (0.1, 0.2)]
     photos = [fake.photo_message(chat_b, user_b, shared_photo(name))
@@ -182,7 +189,7 @@ def test_clips_against_the_quota_the_waiting_limit_and_albums(real_store: ModelS
     sent as a file (no length given) counts one until drawn, and an album's videos are not lost silently."""
     small = mp4(pan_frames(street, 30, (160, 120)), 10)  # 3 s
     with serving(tmp_path_factory.mktemp("clip-quota"), real_store.home, ANIMEBOT_DAILY_QUOTA="4",
-                 ANIMEBOT_PER_USER_LIMIT="3", ANIMEBOT_RATE_PER_MINUTE="0") as (_, fake):
+                 ANIMEBOT_PER_USER_LIMIT="3", ANIMEBOT_RATE_PER_MINUTE="0", **QUICK_STYLE) as (_, fake):
         chat, user = private_chat(6020)
         first = fake.clip_message(chat, user, small)
         clip_reply(fake, first, "sendVideo")
@@ -207,6 +214,7 @@ def test_a_second_cancel_says_it_is_stopping_and_stats_see_the_drawing_and_the_c
         bot: tuple[InProcessBot, FakeTelegram], street: bytes, real_store: ModelStore) -> None:
     running, fake = bot
     chat, user = private_chat(6030)
+    pick_style(fake, chat, user, "hayao", "Hayao")
     msg = fake.clip_message(chat, user, mp4(pan_frames(street, 90, (640, 360), travel=0.25), 30))
     edit = fake.wait_for(lambda: [c for c in fake.calls_to("editMessageText", chat["id"])
                                   if "Drawing frame" in c.params["text"]], 300)[0]
@@ -263,7 +271,7 @@ def test_a_clip_sent_as_a_file_counts_its_seconds_once_its_header_is_read(
         return mp4(pan_frames(street, 10 * seconds, (160, 120), travel=travel), 10)
 
     with serving(tmp_path_factory.mktemp("file-quota"), real_store.home, ANIMEBOT_DAILY_QUOTA="6",
-                 ANIMEBOT_PER_USER_LIMIT="4", ANIMEBOT_RATE_PER_MINUTE="0") as (running, fake):
+                 ANIMEBOT_PER_USER_LIMIT="4", ANIMEBOT_RATE_PER_MINUTE="0", **QUICK_STYLE) as (running, fake):
         chat, user = private_chat(6050)
         first = fake.document_message(chat, user, clip(3, 0.1), "first.mp4", "video/mp4")
         assert answer_to(fake, first) == "video"

@@ -451,7 +451,7 @@ def test_a_photo_sent_with_a_spoiler_keeps_it_in_every_answer_about_it(
         served: tuple[InProcessBot, FakeTelegram], gallery: Styles, photos: list[Path]) -> None:
     _, fake = served
     chat, user = private_chat(SPOILER_ADMIN)
-    img = Image.open(io.BytesIO(photo_bytes("portrait_900x1200.jpg", photos))).convert("RGB").resize((300, 400))
+    img = Image.open(io.BytesIO(photo_bytes("portrait_900x1200.jpg", photos))).convert("RGB").resize((150, 200))
     buf = io.BytesIO()
     img.save(buf, "JPEG", quality=90)
     original = fake.photo_message(chat, user, buf.getvalue(), spoiler=True)

@@ -47,7 +47,9 @@ def test_int8_hayao_stays_within_38_db_on_photos_it_was_not_calibrated_on(real_s
     entry, path = real_store.require("hayao")
     fp32 = exported_onnx(real_store, entry, path)
     out = tmp_path / "hayao-int8.onnx"
-    quantize(fp32, out, real_photos(["group_3_faces.jpg", "street_1279x867.jpg", "portrait_900x1200.jpg"]))
+    # Two calibration photos, faces and a street: a third moved the worst held-out PSNR by 0.2 dB
+    # (40.5 against 40.3) and cost 20 CPU-s.
+    quantize(fp32, out, real_photos(["group_3_faces.jpg", "street_1279x867.jpg"]))
     held_out = real_photos(["town_1280x854.jpg", "portrait_closeup.jpg"], 720)
     assert worst_psnr(fp32, out, held_out, side=480) >= 38.0
 

@@ -20,9 +20,9 @@ from PIL import Image
 from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from bot.drawing.celery.wire import read_workers
-from testkit.bot_harness import RunningBot, group_chat, private_chat, start_bot
+from testkit.bot_harness import RunningBot, group_chat, pick_style, private_chat, start_bot
 from testkit.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import psnr
+from tests.conftest import CUTE_FILE, psnr
 from testkit.journal import jobs_for, settled
 from testkit.replies import album_files, answers, buttons, is_answer, is_status, labels
 from tests.test_bot_answers import jpeg
@@ -35,10 +35,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 MAX_SIDE = 320
 ADMIN = 5999
 METRICS_PORT = free_port()
+# The cluster's bot draws the cute style, about a ninth of Hayao's cost, where a test is about the
+# path a photo takes. A fault test needs drawings long enough to be caught in: its photos ask for
+# Hayao (:data:`SLOW`).
+QUICK_STYLE = "cute" if CUTE_FILE.is_file() else "hayao"
+SLOW = "/anime hayao"
 BOT_ENV = {"ANIMEBOT_MAX_SIDE": str(MAX_SIDE), "ANIMEBOT_RATE_PER_MINUTE": "0", "ANIMEBOT_THREADS": "1",
-           "ANIMEBOT_ADMINS": str(ADMIN), "ANIMEBOT_METRICS_PORT": str(METRICS_PORT)}
-# For a bot of a test's own, beside the module's cluster (whose bot holds the metrics port).
-OWN_BOT_ENV = {k: v for k, v in BOT_ENV.items() if k != "ANIMEBOT_METRICS_PORT"}
+           "ANIMEBOT_ADMINS": str(ADMIN), "ANIMEBOT_METRICS_PORT": str(METRICS_PORT), "ANIMEBOT_STYLE": QUICK_STYLE}
+# For a bot of a test's own, beside the module's cluster (whose bot holds the metrics port), drawing
+# Hayao by default as a fresh bot does.
+OWN_BOT_ENV = {k: v for k, v in BOT_ENV.items() if k not in ("ANIMEBOT_METRICS_PORT", "ANIMEBOT_STYLE")}
 
 
 @dataclass
@@ -97,8 +103,10 @@ def all_answered_once(fake: FakeTelegram, home: Path, messages: list[dict[str, A
 
 
 def burst(fake: FakeTelegram, first_user: int, count: int) -> list[dict[str, Any]]:
-    """One photo from each of ``count`` users, each a photo never sent before (nothing comes from the cache)."""
-    return [fake.photo_message(*private_chat(first_user + i), jpeg(first_user + i, (1280, 960))) for i in range(count)]
+    """One photo from each of ``count`` users, each a photo never sent before (nothing comes from the
+    cache), drawn in Hayao: slow enough for a fault to land while some are drawn and others wait."""
+    return [fake.photo_message(*private_chat(first_user + i), jpeg(first_user + i, (1280, 960)), caption=SLOW)
+            for i in range(count)]
 
 
 def drawing_now(cluster: Cluster, worker: RunningWorker) -> bool:
@@ -142,9 +150,9 @@ def test_private_photos_an_album_and_a_group_anime_are_drawn_by_the_workers(
     # The same pixels the bot's own worker processes draw (they run the same Drawer).
     sent = next(c for c in fake.replies_to(single) if c.method == "sendPhoto")
     got = np.asarray(Image.open(io.BytesIO(fake.sent_file(sent, "photo"))).convert("RGB"))
-    drawer = Drawer(DrawerSpec(cluster.store.home, "openvino", 1, "hayao"))
+    drawer = Drawer(DrawerSpec(cluster.store.home, "openvino", 1, QUICK_STYLE))
     drawer.load()
-    local = drawer.draw(WorkOrder("local", data, "hayao", ConvertSettings(max_side=MAX_SIDE)))
+    local = drawer.draw(WorkOrder("local", data, QUICK_STYLE, ConvertSettings(max_side=MAX_SIDE)))
     want = np.asarray(Image.open(io.BytesIO(local.data)).convert("RGB"))  # type: ignore[union-attr]
     assert got.shape == want.shape and np.array_equal(got, want)
     drew = [w for w in cluster.workers if "drawn in" in w.log()]
@@ -153,9 +161,13 @@ def test_private_photos_an_album_and_a_group_anime_are_drawn_by_the_workers(
 
 def test_the_fair_queue_holds_across_workers(cluster: Cluster) -> None:
     fake = cluster.fake
-    heavy = [[fake.photo_message(*private_chat(5500 + u), jpeg(5500 + 10 * u + n, (1280, 960))) for n in range(4)]
+    # Encoded before any is sent: seventeen take over a CPU-second, time in which the workers would
+    # draw the first users' photos before the late one even reached the bot.
+    data = {(u, n): jpeg(5500 + 10 * u + n, (1280, 960)) for u in range(4) for n in range(4)}
+    late_data = jpeg(5599, (1280, 960))
+    heavy = [[fake.photo_message(*private_chat(5500 + u), data[u, n], caption=SLOW) for n in range(4)]
              for u in range(4)]  # four users send four photos each, at once
-    late = fake.photo_message(*private_chat(5599), jpeg(5599, (1280, 960)))
+    late = fake.photo_message(*private_chat(5599), late_data, caption=SLOW)
     everyone = [m for photos in heavy for m in photos] + [late]
     all_answered_once(fake, cluster.bot.home, everyone)
 
@@ -236,6 +248,7 @@ def test_a_clip_on_a_worker_shows_its_frames_and_cancel_stops_it(cluster: Cluste
                                                                   shared_photo: Callable[[str], bytes]) -> None:
     fake = cluster.fake
     chat, user = private_chat(5351)
+    pick_style(fake, chat, user, "hayao", "Hayao")  # a drawing long enough to press Cancel in
     clip = mp4(pan_frames(shared_photo("street_1279x867.jpg"), 150, (480, 360)), 15)  # 10 s: about a minute
     msg = fake.clip_message(chat, user, clip)
 

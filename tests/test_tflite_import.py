@@ -49,7 +49,12 @@ def test_matches_the_tflite_runtime(hayao: Generator, hayao_file: Path, photos: 
     a, b = "block_d.0.1.weight", "block_d.1.1.weight"
     state[a], state[b] = state[b].clone(), state[a].clone()
     swapped.load_state_dict(state)
-    for photo in photos:
+    # Three kinds of picture: faces, a street, and the portrait closest to the bounds (24.8 dB). Over
+    # all eight photos the margins were wider elsewhere, and the other five cost 15 CPU-s.
+    kinds = ("group_3_faces.jpg", "portrait_900x1200.jpg", "street_1279x867.jpg")
+    chosen = [p for p in photos if p.name in kinds]
+    assert chosen, f"none of {kinds} in the shared photos"
+    for photo in chosen:
         x = _input_256(photo)
         interp.set_tensor(interp.get_input_details()[0]["index"], x[None])
         interp.invoke()
