@@ -11,7 +11,7 @@ import pytest
 
 from bench.load import run_load
 from bench.peak import FlopCounter, cpu_peak
-from tests.conftest import CUTE_FILE, REPO
+from tests.conftest import QUICK_STYLE, REPO
 from weights.store import ModelStore
 
 
@@ -97,9 +97,8 @@ def test_flops_are_counted_per_input_shape(tmp_path: Path) -> None:
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_burst_of_100_photos_from_20_users_is_answered_exactly_once(real_store: ModelStore) -> None:
-    quick = {"ANIMEBOT_STYLE": "cute"} if CUTE_FILE.is_file() else {}  # answering once is the point, not the style
     report = run_load(real_store.home, users=20, photos=100, bursts=2, gap_s=1.0, deadline_s=600,
-                      env={"ANIMEBOT_MAX_SIDE": "256", **quick})
+                      env={"ANIMEBOT_MAX_SIDE": "256", "ANIMEBOT_STYLE": QUICK_STYLE})  # answering once is the point
     assert report["unanswered"] == 0 and report["answered_twice"] == 0, report
     assert report["kinds"].get("result", 0) > 0
     assert set(report["kinds"]) <= {"result", "partial", "busy", "per_user_limit", "rate_limited", "quota"}, report["kinds"]

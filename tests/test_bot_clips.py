@@ -18,7 +18,7 @@ from testkit.replies import final_answer, first_answer, label
 from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.journal import journal_rows
 from testkit.fake_telegram import Call, FakeTelegram
-from tests.conftest import CUTE_FILE
+from tests.conftest import QUICK_STYLE
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -27,13 +27,12 @@ ADMIN = 6999
 # Most tests here are about what a clip comes back as, not its drawing, so the bots draw in the
 # cute style, about a ninth of Hayao's cost a frame. A test that needs a drawing long enough to
 # press Cancel in, or to be overtaken, picks Hayao for its user (:func:`testkit.bot_harness.pick_style`).
-QUICK_STYLE = {"ANIMEBOT_STYLE": "cute"} if CUTE_FILE.is_file() else {}
 
 
 @pytest.fixture(scope="module")
 def bot(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("clips"), real_store.home, ANIMEBOT_VIDEO_MAX_S=str(MAX_S),
-                 ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN), **QUICK_STYLE) as running:
+                 ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN), ANIMEBOT_STYLE=QUICK_STYLE) as running:
         yield running
 
 
@@ -189,7 +188,7 @@ def test_clips_against_the_quota_the_waiting_limit_and_albums(real_store: ModelS
     sent as a file (no length given) counts one until drawn, and an album's videos are not lost silently."""
     small = mp4(pan_frames(street, 30, (160, 120)), 10)  # 3 s
     with serving(tmp_path_factory.mktemp("clip-quota"), real_store.home, ANIMEBOT_DAILY_QUOTA="4",
-                 ANIMEBOT_PER_USER_LIMIT="3", ANIMEBOT_RATE_PER_MINUTE="0", **QUICK_STYLE) as (_, fake):
+                 ANIMEBOT_PER_USER_LIMIT="3", ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_STYLE=QUICK_STYLE) as (_, fake):
         chat, user = private_chat(6020)
         first = fake.clip_message(chat, user, small)
         clip_reply(fake, first, "sendVideo")
@@ -271,7 +270,7 @@ def test_a_clip_sent_as_a_file_counts_its_seconds_once_its_header_is_read(
         return mp4(pan_frames(street, 10 * seconds, (160, 120), travel=travel), 10)
 
     with serving(tmp_path_factory.mktemp("file-quota"), real_store.home, ANIMEBOT_DAILY_QUOTA="6",
-                 ANIMEBOT_PER_USER_LIMIT="4", ANIMEBOT_RATE_PER_MINUTE="0", **QUICK_STYLE) as (running, fake):
+                 ANIMEBOT_PER_USER_LIMIT="4", ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_STYLE=QUICK_STYLE) as (running, fake):
         chat, user = private_chat(6050)
         first = fake.document_message(chat, user, clip(3, 0.1), "first.mp4", "video/mp4")
         assert answer_to(fake, first) == "video"

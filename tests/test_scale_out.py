@@ -22,7 +22,7 @@ from inference.pipeline import ConvertSettings
 from bot.drawing.celery.wire import read_workers
 from testkit.bot_harness import RunningBot, group_chat, pick_style, private_chat, start_bot
 from testkit.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import CUTE_FILE, psnr
+from tests.conftest import QUICK_STYLE, psnr
 from testkit.journal import jobs_for, settled
 from testkit.replies import album_files, answers, buttons, is_answer, is_status, labels
 from tests.test_bot_answers import jpeg
@@ -38,7 +38,6 @@ METRICS_PORT = free_port()
 # The cluster's bot draws the cute style, about a ninth of Hayao's cost, where a test is about the
 # path a photo takes. A fault test needs drawings long enough to be caught in: its photos ask for
 # Hayao (:data:`SLOW`).
-QUICK_STYLE = "cute" if CUTE_FILE.is_file() else "hayao"
 SLOW = "/anime hayao"
 BOT_ENV = {"ANIMEBOT_MAX_SIDE": str(MAX_SIDE), "ANIMEBOT_RATE_PER_MINUTE": "0", "ANIMEBOT_THREADS": "1",
            "ANIMEBOT_ADMINS": str(ADMIN), "ANIMEBOT_METRICS_PORT": str(METRICS_PORT), "ANIMEBOT_STYLE": QUICK_STYLE}
