@@ -32,7 +32,8 @@ from typing import Any
 import redis as redis_client
 
 from bench.load import run_load
-from bot.drawing.celery.wire import TASK_NAME, make_celery, order_to_message, read_workers, result_from_message
+from bot.drawing.celery.app import make_celery
+from bot.drawing.celery.wire import TASK_NAME, order_to_message, read_workers, result_from_message
 from inference.drawer import WorkFailed, WorkOrder
 from inference.pipeline import ConvertSettings
 from testkit.redis_server import RedisServer

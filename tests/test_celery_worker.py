@@ -5,9 +5,14 @@ The wire format's own tests come first; they need neither Redis nor ../shared.
 """
 from __future__ import annotations
 
+import base64
+import json
 import os
 import pickle
 import signal
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,9 +24,10 @@ import pytest
 import redis
 from kombu import Exchange, Producer
 
-from bot.drawing.celery.wire import (QUEUE, TASK_NAME, BadMessage, BadOrder, make_celery, order_from_message,
-                                     order_to_message, read_workers, result_from_message, result_to_message)
-from bot.drawing.celery.worker import WORKER_BEAT_S
+from bot.drawing.celery.app import QUEUE, make_celery
+from bot.drawing.celery.heartbeat import WORKER_BEAT_S
+from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, order_from_message, order_to_message, read_workers,
+                                     result_from_message, result_to_message)
 from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
@@ -186,14 +192,53 @@ def test_a_pickled_task_is_refused_unread_and_the_worker_serves_on(worker: Runni
 def test_a_message_that_is_not_exactly_an_order_is_refused_unread_and_the_worker_serves_on(
         worker: RunningWorker, app: Any, shared_photo: Callable[[str], bytes]) -> None:
     order = small_order(shared_photo)
-    for args in ([{"v": 1, "hello": "world"}], [{**order, "v": 0}], [order, order], []):
-        task = send(app, *args)
+    assert isinstance(order["data"], bytes)
+    # JSON is accepted for the tools' control messages, but cannot carry a photo's bytes: an order in
+    # it (its photo as text) is read as what it is, not an order.
+    in_json = [{**order, "data": base64.b64encode(order["data"]).decode()}]
+    for args, serializer in (([{"v": 1, "hello": "world"}], "msgpack"), ([{**order, "v": 0}], "msgpack"),
+                             ([order, order], "msgpack"), ([], "msgpack"), (in_json, "json")):
+        task = app.send_task(TASK_NAME, args=args, task_id=str(uuid.uuid4()), serializer=serializer)
         task.get(timeout=30, propagate=False)
         assert task.state == "FAILURE"  # Celery stores the rejection, so a sender hears of it at once
         lines = [line for line in worker.log().splitlines() if task.id in line]
         assert any(f"task {task.id} refused: " in line for line in lines), worker.log()
         assert not any("drawn in" in line for line in lines)
     assert isinstance(result_from_message(send(app, order).get(timeout=60)), Converted)
+
+
+def test_celery_s_own_tools_see_the_worker_and_each_photo_s_events(
+        worker: RunningWorker, app: Any, redis_server: RedisServer, shared_photo: Callable[[str], bytes]) -> None:
+    """What an operator runs: ``celery --broker URL inspect ping`` and ``stats`` are answered, and a
+    photo's task events (what Flower and ``celery events`` show) come with its state and runtime."""
+    def celery(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "celery", "--broker", redis_server.url(), *args, "--timeout", "10"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert PASSWORD not in done.stdout + done.stderr
+        return done.stdout
+    assert "pong" in celery("inspect", "ping")
+    ((node, stats),) = json.loads(celery("inspect", "stats", "-j")).items()
+    assert node.startswith("animebot@") and stats["pool"]["max-concurrency"] == 1
+
+    events: list[dict[str, Any]] = []
+    with app.connection_for_read() as conn:
+        receiver = app.events.Receiver(conn, handlers={"*": events.append})
+        listening = threading.Thread(target=receiver.capture, kwargs={"limit": None, "timeout": None}, daemon=True)
+        listening.start()
+        try:
+            wait_for(lambda: any(e["type"] == "worker-heartbeat" for e in events), 30, "a Celery heartbeat")
+            task = send(app, small_order(shared_photo))
+            assert isinstance(result_from_message(task.get(timeout=60)), Converted)
+            wait_for(lambda: any(e["type"] == "task-succeeded" and e["uuid"] == task.id for e in events), 30,
+                     "the photo's task-succeeded event")
+        finally:
+            receiver.should_stop = True
+            listening.join(10)
+    mine = [e for e in events if e.get("uuid") == task.id]
+    assert [e["type"] for e in mine if e["type"] != "task-sent"] == ["task-received", "task-started", "task-succeeded"]
+    assert mine[-1]["runtime"] > 0
+    assert "untrusted content of type json" not in worker.log()  # the tools' JSON is read (pickle, tested above, is not)
 
 
 def alive(pid: int) -> bool:

@@ -98,6 +98,10 @@ class Pool(abc.ABC):
     def workers(self) -> list[WorkerView]:
         """The workers drawing for this bot."""
 
+    def broker_reachable(self) -> bool | None:
+        """Whether the broker answers, for the operator's alerts; None for a pool that needs none."""
+        return None
+
     # --- the queue, shared by every kind of pool --------------------------------------------
 
     @property

@@ -11,20 +11,25 @@ How the bot knows what happens on the workers:
 * every worker process writes a heartbeat to Redis every 2 s (its styles,
   its engine, the task it is drawing), which says how many photos the
   cluster can take now and which tasks are really being drawn;
-* results are read by polling their keys in the result backend, one MGET
-  for all photos in flight, rather than by Celery's pub/sub result consumer,
-  which would buffer every finished photo on a connection nobody reads.
+* results are read with Celery's ``AsyncResult``, polled, rather than through
+  the pub/sub subscription of Celery's Redis backend, which would buffer every
+  finished photo on a connection nobody reads (bot/drawing/celery/app.py);
+* what to do with each photo at each look (wait, take its result, send it
+  again, give it up) is decided by bot/drawing/celery/resend.py.
 
 A task that vanishes (its worker killed, Redis restarted empty, its result
 expired) is sent again under the same task id: the journal's job is the
-idempotency key, so whatever is delivered twice is answered once.
+idempotency key, so whatever is delivered twice is answered once. A photo the
+bot stops waiting for before any worker started it is revoked, as Celery's
+tools expect; a marker in Redis makes sure it is not drawn even by a worker
+that never heard the revoke (one started later, or restarted).
 
 Every blocking Redis or Celery call runs on one thread of its own, so the
 event loop never waits on the network, and the number of threads and
 connections does not grow with the number of users.
 
-It is over 300 lines because the dispatch, the result polling and the resend
-decision share the in-flight table and must be read together.
+It is over 300 lines because the dispatch, the result polling and the steps
+carried out share the in-flight table and must be read together.
 """
 from __future__ import annotations
 
@@ -37,12 +42,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from celery.backends.redis import RedisBackend
-from kombu.exceptions import KombuError
+from celery.result import AsyncResult
+from kombu.exceptions import ContentDisallowed, DecodeError, KombuError
 
-from bot.drawing.celery.wire import (RESULT_EXPIRES_S, QUEUE, REDIS_TIMEOUT_S, TASK_NAME, BadMessage, WorkerInfo,
-                                     answered_key, cancel_key, make_celery, order_summary, order_to_message,
-                                     read_workers, result_from_message, task_id_for)
+from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for_bot
+from bot.drawing.celery.resend import UNREADABLE, Seen, Step, decide
+from bot.drawing.celery.wire import (TASK_NAME, BadMessage, WorkerInfo, answered_key, cancel_key, order_summary,
+                                     order_to_message, read_workers, result_from_message, task_id_for)
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
 from inference.drawer import WorkFailed
@@ -50,25 +56,11 @@ from inference.errors import AnimebotError
 
 log = logging.getLogger("animebot.pool")
 
-POLL_S = 0.025  # how often results are looked for while photos are in flight (one MGET for all)
+POLL_S = 0.025  # how often results are looked for while photos are in flight
 WORKERS_EVERY_S = 1.0  # how often the heartbeats are read
 BEAT_STALE_S = 6.0  # a worker process whose heartbeat has not changed for this long is gone (it beats every 2 s)
-LOST_AFTER_S = 6.0  # a task no live worker has claimed for this long is sent again
-SENT_GRACE_S = 20.0  # a task sent to a free worker starts within this, or it was lost on the way
-# A photo whose worker died while drawing it this many times is given up, with an apology (it may be what
-# kills them). Sends again for any other reason (Redis lost it, a worker failed it while Redis was away)
-# are not counted: the broker's trouble must not cost a photo.
-MAX_CRASHES = 3
 BROKER_ERRORS = (redis.RedisError, KombuError, OSError)
 MISSING_MODEL = ("unknown_style", "not_installed", "weights", "bad_model")  # a worker's answer when it lacks the style
-
-
-class PolledRedisBackend(RedisBackend):
-    """Celery's Redis result backend, minus the pub/sub subscription made at every send: the bot polls
-    the result keys instead (see the module docstring)."""
-
-    def on_task_call(self, producer: Any, task_id: str) -> None:
-        pass
 
 
 @dataclass(eq=False)
@@ -86,8 +78,7 @@ class CeleryPool(Pool):
 
     def __init__(self, broker_url: str, queue_size: int, timeout_s: float) -> None:
         super().__init__(queue_size, timeout_s)
-        self._app = make_celery(broker_url, timeout_s)
-        self._app.conf.result_backend = f"{PolledRedisBackend.__module__}.{PolledRedisBackend.__name__}+{broker_url}"
+        self._app = for_bot(broker_url, timeout_s)
         self._redis = redis.Redis.from_url(broker_url, socket_timeout=REDIS_TIMEOUT_S,
                                            socket_connect_timeout=REDIS_TIMEOUT_S)
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker")
@@ -96,7 +87,9 @@ class CeleryPool(Pool):
         self._beats: dict[tuple[str, int], tuple[float, float]] = {}  # process -> (its last beat, when we saw it change)
         self._down_since: float | None = None  # the broker is unreachable since (wall clock)
         self._room = asyncio.Event()
-        self._answered: list[str] = []  # tasks ended since the last look: their results go, their markers come
+        # Tasks ended since the last look: their results go, their markers come; those no worker had
+        # started yet are revoked too.
+        self._answered: list[tuple[str, bool]] = []
         self._loops: list[asyncio.Task[None]] = []
 
     # --- Pool -------------------------------------------------------------------------------
@@ -136,6 +129,9 @@ class CeleryPool(Pool):
             return False, "no worker process online"
         nodes = len({w.name for w in self._workers})
         return True, f"{len(self._workers)} drawing process(es) in {nodes} animebot worker(s), via Celery"
+
+    def broker_reachable(self) -> bool | None:
+        return self._down_since is None
 
     def workers(self) -> list[WorkerView]:
         return [WorkerView(f"{w.name} (pid {w.pid})", w.styles, w.engine, w.task is not None) for w in self._workers]
@@ -246,83 +242,79 @@ class CeleryPool(Pool):
         return stop
 
     async def _collect(self) -> None:
+        """Look at every task in flight once, and carry out what :func:`decide` says for each."""
         flights = list(self._in_flight.values())
-        backend = self._app.backend
-        keys = [backend.get_key_for_task(f.task_id) for f in flights]
-        raw = await asyncio.get_running_loop().run_in_executor(self._io, self._redis.mget, keys)
+        looks = await asyncio.get_running_loop().run_in_executor(self._io, self._look_at, [f.task_id for f in flights])
         now = time.monotonic()
         idle = any(w.task is None for w in self._workers)
-        for flight, value in zip(flights, raw):
+        for flight, (state, value) in zip(flights, looks):
             if self._in_flight.get(flight.task_id) is not flight:
                 continue
-            try:
-                meta: dict[str, Any] = backend.decode_result(value) if value is not None else {"status": "PENDING"}
-                state = meta["status"]
-            except Exception as exc:  # not msgpack (a pickle, say), or not Celery's: never acted on
-                log.warning("job %s: unreadable result for task %s (%s); sending it again", flight.task.job_id,
-                            flight.task_id, exc.__class__.__name__)
-                await self._resend(flight, "its result was unreadable")
-                continue
-            if state == "SUCCESS":
-                self._finish(flight, meta["result"])
-            elif state == "FAILURE":
-                await self._failed(flight, meta.get("result"))
-            elif flight.task.result.done():  # its job was stopped
-                self._forget(flight)
-            elif now - flight.sent_at > self._limit(flight) + LOST_AFTER_S:
-                log.warning("job %s: no result after %.0f s; giving it up", flight.task.job_id, now - flight.sent_at)
-                self._end(flight, WorkerLost("the worker timed out"))
-            elif flight.claimed and now - flight.seen_at > LOST_AFTER_S:
-                await self._resend(flight)
-            elif not flight.claimed and now - flight.seen_at > SENT_GRACE_S and idle:
-                await self._resend(flight)  # a worker is free, yet none took it: it was lost on the way
+            step = decide(Seen(state, type(value).__name__ if state == "FAILURE" else "", flight.task.result.done(),
+                               flight.claimed, now - flight.sent_at, now - flight.seen_at, self._limit(flight),
+                               flight.crashes, idle))
+            await self._carry_out(flight, step, value)
         if self._answered:
             await asyncio.get_running_loop().run_in_executor(self._io, self._mark_answered, self._answered)
             self._answered = []
 
-    def _mark_answered(self, task_ids: list[str]) -> None:
+    def _look_at(self, task_ids: list[str]) -> list[tuple[str, Any]]:
+        """Each task's state and, once ready, its value (on the broker's thread). A stored result that
+        cannot be decoded (not msgpack, or not Celery's) is UNREADABLE, never acted on."""
+        looks: list[tuple[str, Any]] = []
+        for task_id in task_ids:
+            result = AsyncResult(task_id, app=self._app)
+            try:
+                state = result.state
+                looks.append((state, result.result if result.ready() else None))
+            except (ContentDisallowed, DecodeError) as exc:  # a pickle, say, or not msgpack at all
+                looks.append((UNREADABLE, exc))
+            except BROKER_ERRORS:
+                raise
+            except Exception as exc:  # msgpack, but not a result of Celery's
+                looks.append((UNREADABLE, exc))
+        return looks
+
+    async def _carry_out(self, flight: _InFlight, step: Step, value: Any) -> None:
+        job = flight.task.job_id
+        if step.action == "take":
+            self._finish(flight, value)
+        elif step.action == "drop":
+            self._forget(flight)
+        elif step.action == "give_up":
+            log.warning("job %s: task %s given up: %s (%.0f s since sent, %d crash(es) of its worker)", job,
+                        flight.task_id, step.why, time.monotonic() - flight.sent_at, flight.crashes + step.crash)
+            self._end(flight, WorkerLost(step.why))
+        elif step.action == "resend":
+            if step.crash:
+                flight.crashes += 1
+            if step.why == "its result was unreadable":
+                log.warning("job %s: unreadable result for task %s (%s); sending it again", job, flight.task_id,
+                            type(value).__name__)
+            else:
+                log.warning("job %s: task %s vanished (%s); sending it again", job, flight.task_id, step.why)
+            await asyncio.get_running_loop().run_in_executor(self._io, AsyncResult(flight.task_id, app=self._app).forget)
+            if await self._send(flight):
+                flight.sent_at = flight.seen_at = time.monotonic()
+                flight.claimed = False
+
+    def _mark_answered(self, tasks: list[tuple[str, bool]]) -> None:
         """Drop the results of tasks the bot is done with, and leave a marker in their place for as long
-        as Redis keeps results: a copy of the order that comes back from a dead worker is then skipped."""
-        backend = self._app.backend
+        as Redis keeps results: a copy of the order that comes back from a dead worker is then skipped.
+        Those no worker had started are revoked as well, so that Celery's tools show them so."""
+        for task_id, _ in tasks:
+            AsyncResult(task_id, app=self._app).forget()
         with self._redis.pipeline(transaction=False) as pipe:
-            for task_id in task_ids:
-                pipe.delete(backend.get_key_for_task(task_id))
+            for task_id, _ in tasks:
                 pipe.set(answered_key(task_id), "1", ex=RESULT_EXPIRES_S)
             pipe.execute()
+        unstarted = [task_id for task_id, started in tasks if not started]
+        if unstarted:
+            self._app.control.revoke(unstarted)
 
     def _limit(self, flight: _InFlight) -> float:
         """How long its worker may take: the job timeout, a clip's several times over."""
         return self.timeout_s * (CLIP_TIMEOUT_FACTOR if flight.task.order.clip is not None else 1)
-
-    async def _failed(self, flight: _InFlight, error: object) -> None:
-        """Celery failed the task: past its time limit (given up), or for a reason of the worker's
-        (its result could not be stored while Redis was away...): sent again."""
-        kind = error.get("exc_type") if isinstance(error, dict) else None
-        if kind in ("TimeLimitExceeded", "SoftTimeLimitExceeded"):
-            log.warning("job %s: task %s passed the time limit on its worker", flight.task.job_id, flight.task_id)
-            self._end(flight, WorkerLost("the worker timed out"))
-        else:
-            await self._resend(flight, f"the worker failed it: {kind}: "
-                                       f"{error.get('exc_message') if isinstance(error, dict) else error}")
-
-    async def _resend(self, flight: _InFlight, why: str = "") -> None:
-        """The task vanished (its worker died, or the broker lost it) or failed: send it again, or give up.
-        Any result under its id goes first, so that only the new attempt's can be read."""
-        crashed = not why and flight.claimed
-        why = why or ("its worker stopped answering" if flight.claimed else "no worker took it")
-        if crashed:
-            flight.crashes += 1
-            if flight.crashes >= MAX_CRASHES:
-                log.warning("job %s: task %s lost its worker %d times; giving it up", flight.task.job_id,
-                            flight.task_id, flight.crashes)
-                self._end(flight, WorkerLost("the worker crashed"))
-                return
-        log.warning("job %s: task %s vanished (%s); sending it again", flight.task.job_id, flight.task_id, why)
-        key = self._app.backend.get_key_for_task(flight.task_id)
-        await asyncio.get_running_loop().run_in_executor(self._io, self._redis.delete, key)
-        if await self._send(flight):
-            flight.sent_at = flight.seen_at = time.monotonic()
-            flight.claimed = False
 
     def _finish(self, flight: _InFlight, message: object) -> None:
         try:
@@ -336,20 +328,20 @@ class CeleryPool(Pool):
                 log.warning("job %s: a worker cannot draw %s: %s", flight.task.job_id, flight.task.order.style,
                             reply.message)
                 reply = WorkFailed(reply.job_id, "style_unavailable", reply.message)
-            self._end(flight, AnimebotError(reply.message, code=reply.code))
+            self._end(flight, AnimebotError(reply.message, code=reply.code), drawn=True)
             return
-        self._forget(flight)
+        self._forget(flight, drawn=True)
         if not flight.task.result.done():
             flight.task.result.set_result(reply)
 
-    def _end(self, flight: _InFlight, exc: Exception) -> None:
-        self._forget(flight)
+    def _end(self, flight: _InFlight, exc: Exception, drawn: bool = False) -> None:
+        self._forget(flight, drawn)
         fail(flight.task, exc)
 
-    def _forget(self, flight: _InFlight) -> None:
+    def _forget(self, flight: _InFlight, drawn: bool = False) -> None:
         """The bot is done with this task, answered or not: its room is free, and no worker should draw it."""
         del self._in_flight[flight.task_id]
-        self._answered.append(flight.task_id)
+        self._answered.append((flight.task_id, drawn or flight.claimed))
         self._room.set()
 
     def _broker_down(self, exc: BaseException) -> None:

@@ -1,11 +1,9 @@
-"""What the bot and ``animebot worker`` agree on when drawing is scaled out over Celery and Redis.
+"""What the bot and ``animebot worker`` send each other through Redis, and check before use.
 
-Both build their Celery app with :func:`make_celery`, send orders and results
-as the plain, versioned dicts made here (with storage/codec.py, the journal's codec too), and meet in Redis through the
-workers' heartbeats. Messages are msgpack only, and every one is checked
-field by field before it is used: whoever can write to the broker must not
-be able to run code on a worker (pickle) or make it draw something other than
-a photo order.
+Orders and results are plain, versioned dicts made here (with storage/codec.py, the journal's
+codec too); every message is checked field by field, and anything that is not exactly what this
+release sends is refused unread. Beside them, each worker process's heartbeat, and the keys by
+which the bot asks a clip to stop and says it is done with a task.
 """
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ import json
 from dataclasses import dataclass
 
 import redis
-from celery import Celery
 
 from inference.drawer import WorkFailed, WorkOrder
 from inference.errors import AnimebotError
@@ -22,17 +19,12 @@ from inference.pipeline import Converted
 from storage.codec import decode, encode
 
 TASK_NAME = "animebot.draw"
-QUEUE = "animebot"
 HEARTBEAT_PREFIX = "animebot:worker:"
 # Orders and results carry this; a bot and a worker of different releases refuse each other's messages
 # with a sentence that says so, rather than misreading a field.
 WIRE_VERSION = 2  # 2: clips (an order's clip settings, a result's clip facts)
 # Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
 MAX_PHOTO_BYTES = 20 << 20
-# Short enough that a dead Redis fails a call within seconds instead of hanging it.
-REDIS_TIMEOUT_S = 5.0
-# How long Redis keeps a result nobody read, and the marker of a task the bot is done with (answered_key).
-RESULT_EXPIRES_S = 3600
 
 
 class BadMessage(AnimebotError):
@@ -43,39 +35,6 @@ class BadMessage(AnimebotError):
 
 class BadOrder(BadMessage):
     code = "bad_order"
-
-
-def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
-    """The Celery app of the bot and of its workers: Redis (``broker_url``) as broker and result store."""
-    app = Celery("animebot", broker=broker_url, backend=broker_url, set_as_current=False)
-    app.conf.update(
-        task_serializer="msgpack",
-        result_serializer="msgpack",
-        accept_content=["msgpack"],
-        result_accept_content=["msgpack"],
-        # A photo is acknowledged once drawn: if its pool process dies, Celery queues it again at once;
-        # if the whole worker dies, Redis hands it out again after the visibility timeout.
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
-        task_default_queue=QUEUE,
-        # Redis gives an unacknowledged photo to another worker after this long: above the job timeout,
-        # so a slow drawing is not drawn twice.
-        broker_transport_options={"visibility_timeout": job_timeout_s + 60, "socket_timeout": REDIS_TIMEOUT_S,
-                                  "socket_connect_timeout": REDIS_TIMEOUT_S},
-        redis_socket_timeout=REDIS_TIMEOUT_S,
-        redis_socket_connect_timeout=REDIS_TIMEOUT_S,
-        result_expires=RESULT_EXPIRES_S,
-        # Past the hard limit Celery kills the pool process (and starts another) and stores TimeLimitExceeded.
-        # The soft limit raises in Python code only, so it ends a drawing a little earlier only when it falls
-        # between the model's native calls (as a WorkFailed "internal").
-        task_time_limit=job_timeout_s,
-        task_soft_time_limit=job_timeout_s - min(5.0, job_timeout_s / 10),
-        worker_hijack_root_logger=False,
-        broker_connection_retry_on_startup=True,
-        task_publish_retry=False,  # the bot retries itself, and says so to the user
-    )
-    return app
 
 
 def order_to_message(order: WorkOrder) -> dict[str, object]:

@@ -1,0 +1,96 @@
+"""The Celery app of the bot and of ``animebot worker``: all of Celery's configuration, in one place.
+
+Both sides build it with :func:`make_celery`; :func:`for_bot` and :func:`for_worker` add the few
+settings only one side needs. Celery's own tools (``celery --broker URL inspect``, Flower) work
+against the workers as they come: task events and worker heartbeats are on, and control messages
+are JSON, the tools' default, which carries no code. Orders and results are msgpack. Pickle is
+refused everywhere, and every order is checked field by field before it is used
+(bot/drawing/celery/wire.py), so whoever can write to the broker can neither run code on a worker
+nor make it draw anything but a photo order.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.backends.redis import RedisBackend
+
+QUEUE = "animebot"
+# Short enough that a dead Redis fails a call within seconds instead of hanging it.
+REDIS_TIMEOUT_S = 5.0
+# How long Redis keeps a result nobody read, and the marker of a task the bot is done with.
+RESULT_EXPIRES_S = 3600
+
+
+def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
+    """What the bot and its workers agree on, with Redis (``broker_url``) as broker and result store.
+
+    This app sends orders as the bot does; the tests and benches use it as it is."""
+    app = Celery("animebot", broker=broker_url, backend=broker_url, set_as_current=False)
+    app.conf.update(
+        task_serializer="msgpack",
+        result_serializer="msgpack",
+        # JSON for the control messages of Celery's tools. An order in JSON is still checked field by
+        # field, and refused, since JSON cannot carry a photo's bytes.
+        accept_content=["msgpack", "json"],
+        result_accept_content=["msgpack"],
+        # A photo is acknowledged once drawn: if its pool process dies, Celery queues it again at once;
+        # if the whole worker dies, Redis hands it out again after the visibility timeout.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=QUEUE,
+        # Redis gives an unacknowledged photo to another worker after this long: above the job timeout,
+        # so a slow drawing is not drawn twice.
+        broker_transport_options={"visibility_timeout": job_timeout_s + 60, "socket_timeout": REDIS_TIMEOUT_S,
+                                  "socket_connect_timeout": REDIS_TIMEOUT_S},
+        redis_socket_timeout=REDIS_TIMEOUT_S,
+        redis_socket_connect_timeout=REDIS_TIMEOUT_S,
+        result_expires=RESULT_EXPIRES_S,
+        # Past the hard limit Celery kills the pool process (and starts another) and stores TimeLimitExceeded.
+        # The soft limit raises in Python code only, so it ends a drawing a little earlier only when it falls
+        # between the model's native calls (as a WorkFailed "internal").
+        task_time_limit=job_timeout_s,
+        task_soft_time_limit=job_timeout_s - min(5.0, job_timeout_s / 10),
+        worker_hijack_root_logger=False,
+        broker_connection_retry_on_startup=True,
+        task_publish_retry=False,  # the bot retries itself, and says so to the user
+        # Task events, for Flower and ``celery events``: each photo's state and runtime.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+    )
+    # Control replies go out in the mailbox's serializer, which Celery takes from the tasks'
+    # (msgpack); the tools read JSON only.
+    app.control.mailbox.serializer = "json"
+    return app
+
+
+class PolledRedisBackend(RedisBackend):
+    """Celery's Redis result backend, minus the pub/sub subscription it makes at every send.
+
+    The bot reads results by polling them (with ``AsyncResult``, bot/drawing/celery/pool.py) and
+    never calls ``get()``, which is what drains that subscription: left on, every finished photo
+    would pile up on a connection nobody reads, until Redis cut it off at its pub/sub output limit
+    (by default 32 MB at once, or 8 MB for a minute)."""
+
+    def on_task_call(self, producer: Any, task_id: str) -> None:
+        pass
+
+
+def for_bot(broker_url: str, job_timeout_s: float) -> Celery:
+    """The bot's app: results polled, not subscribed to."""
+    app = make_celery(broker_url, job_timeout_s)
+    app.conf.result_backend = f"{PolledRedisBackend.__module__}.{PolledRedisBackend.__name__}+{broker_url}"
+    return app
+
+
+def for_worker(broker_url: str, job_timeout_s: float, concurrency: int) -> Celery:
+    """A worker's app: ``concurrency`` prefork processes on the animebot queue, waiting Redis out."""
+    app = make_celery(broker_url, job_timeout_s)
+    app.conf.update(
+        worker_pool="prefork",
+        worker_concurrency=concurrency,
+        # However long Redis is away, rather than exit after 100 tries.
+        broker_connection_max_retries=None,
+    )
+    return app

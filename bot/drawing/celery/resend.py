@@ -1,0 +1,70 @@
+"""What the bot does with a photo on a Celery worker at each look: wait, take its result, send it
+again, or give it up with an apology.
+
+A pure function of what the bot saw, so that every case (a killed worker, an order lost on the way,
+a result nobody can read, a photo that kills its workers) is decided the same way and can be
+tested without Redis. bot/drawing/celery/pool.py gathers what it sees and carries the step out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+LOST_AFTER_S = 6.0  # a task no live worker has claimed for this long is sent again
+SENT_GRACE_S = 20.0  # a task sent to a free worker starts within this, or it was lost on the way
+# A photo whose worker died while drawing it this many times is given up, with an apology (it may be what
+# kills them). Sends again for any other reason (Redis lost it, a worker failed it while Redis was away)
+# are not counted: the broker's trouble must not cost a photo.
+MAX_CRASHES = 3
+TIME_LIMITS = ("TimeLimitExceeded", "SoftTimeLimitExceeded")
+UNREADABLE = "UNREADABLE"  # not a Celery state: the stored result could not be decoded (a pickle, say)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One task in flight, as the bot saw it at one look."""
+
+    state: str  # Celery's, from AsyncResult (PENDING: nothing stored yet), or UNREADABLE
+    failure: str  # a FAILURE's exception class, "" otherwise
+    stopped: bool  # its job no longer waits for it
+    claimed: bool  # a live worker process's heartbeat has named it since it was (last) sent
+    since_sent: float  # seconds
+    since_seen: float  # seconds since a heartbeat last named it (or since it was sent)
+    limit_s: float  # how long its worker may draw it
+    crashes: int  # times its worker died while drawing it, so far
+    a_worker_idle: bool  # some live worker process is drawing nothing
+
+
+Action = Literal["wait", "take", "drop", "give_up", "resend"]
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    why: str = ""  # for the log, and for a give-up, the user's apology's cause
+    crash: bool = False  # a resend because its worker died while drawing it
+
+
+def decide(seen: Seen) -> Step:
+    """The next step for one task in flight."""
+    if seen.state == UNREADABLE:
+        return Step("resend", "its result was unreadable")
+    if seen.state == "SUCCESS":
+        return Step("take")
+    if seen.state == "FAILURE":
+        if seen.failure in TIME_LIMITS:
+            return Step("give_up", "the worker timed out")
+        return Step("resend", f"the worker failed it: {seen.failure}")
+    if seen.state == "REVOKED":  # an operator revoked it (Flower, ``celery control revoke``): not drawn
+        return Step("give_up", "an operator revoked it")
+    if seen.stopped:
+        return Step("drop")
+    if seen.since_sent > seen.limit_s + LOST_AFTER_S:
+        return Step("give_up", "the worker timed out")
+    if seen.claimed and seen.since_seen > LOST_AFTER_S:
+        if seen.crashes + 1 >= MAX_CRASHES:
+            return Step("give_up", "the worker crashed", crash=True)
+        return Step("resend", "its worker stopped answering", crash=True)
+    if not seen.claimed and seen.since_seen > SENT_GRACE_S and seen.a_worker_idle:
+        return Step("resend", "no worker took it")  # a worker is free, yet none took it: lost on the way
+    return Step("wait")

@@ -1,0 +1,71 @@
+"""The one Celery task, ``animebot.draw``: one photo order in, one result out.
+
+It is a module-level shared task, so every app made by bot/drawing/celery/app.py knows it, and
+what it needs in a pool process (the models, the heartbeat) is set up once by
+:func:`serve`, from Celery's ``worker_process_init`` (bot/drawing/celery/worker.py). The bot does
+not import it: it sends orders by the task's name.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from celery import shared_task
+from celery.exceptions import Ignore, Reject
+
+from bot.drawing.celery.heartbeat import Heartbeat
+from bot.drawing.celery.wire import TASK_NAME, BadOrder, order_from_message, result_to_message
+from inference.drawer import Drawer, WorkFailed
+
+log = logging.getLogger("animebot.worker")
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """What a pool process draws with, once its models are loaded."""
+
+    drawer: Drawer
+    heartbeat: Heartbeat
+
+
+_drawing: Drawing | None = None  # this pool process's, once serve() ran
+
+
+def serve(drawing: Drawing) -> None:
+    """Draw with ``drawing`` in this process from now on."""
+    global _drawing
+    _drawing = drawing
+
+
+@shared_task(bind=True, name=TASK_NAME)
+def draw(task: Any, *args: object, **kwargs: object) -> dict[str, object]:
+    """Anything but exactly one order is refused unread: rejected, not requeued, never drawn. An order
+    the bot is already done with (a copy Redis handed out again) is acknowledged and skipped."""
+    task_id: str = task.request.id
+    try:
+        if len(args) != 1 or kwargs:
+            raise BadOrder(f"a task carries one order, not {len(args)} argument(s) and {len(kwargs)} keyword(s)")
+        order = order_from_message(args[0])
+    except BadOrder as exc:
+        log.warning("task %s refused: %s", task_id, exc.message)
+        raise Reject(exc.message, requeue=False) from None
+    if _drawing is None:  # the models did not load, and the worker is stopping: back to the queue
+        raise Reject("this worker is stopping", requeue=True)
+    beat = _drawing.heartbeat
+    if beat.answered(task_id):
+        log.info("task %s (job %s): already answered; not drawn again", task_id, order.job_id)
+        raise Ignore()  # acknowledged, and no result stored for it
+    started = time.perf_counter()
+    beat.drawing(task_id)
+    try:
+        reply = _drawing.drawer.draw(order, beat.progress, lambda: beat.cancel_asked == task_id)
+    finally:
+        beat.drawing(None)
+    if isinstance(reply, WorkFailed):
+        log.info("task %s (job %s) failed: %s: %s", task_id, order.job_id, reply.code, reply.message)
+    else:
+        log.info("task %s (job %s): %s drawn in %.2f s", task_id, order.job_id, order.style,
+                 time.perf_counter() - started)
+    return result_to_message(reply)
