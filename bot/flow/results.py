@@ -87,9 +87,11 @@ class Results:
         (a photo forwarded to the bot by many people at once is drawn once)."""
         if hit := await self.cache.get(key):
             await self.cache.bump("cache_hits")
+            metrics.CACHE_LOOKUPS.labels("hit").inc()
             return hit
         if (drawing := self._drawing.get(key)) is not None:
             await self.cache.bump("cache_hits")
+            metrics.CACHE_LOOKUPS.labels("hit").inc()
             return await asyncio.shield(drawing)
         return None
 
@@ -119,6 +121,7 @@ class Results:
         key = result_key(sha, style, version)
         if known := await self.known(key):
             return Drawn(src, sha, style, known, from_cache=True)
+        metrics.CACHE_LOOKUPS.labels("miss").inc()  # the last look (the first may not know the hash): drawn now
         measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
         with self.admission.counted(req.user_id, measured.units - src.units if req.units else 0):
             return await self._draw_shared(req, measured, style, key, sha, data, job, status, reservation)
@@ -192,6 +195,8 @@ class Results:
             converted = await ticket.result
         except AnimebotError as exc:
             await self.cache.bump(f"error:{exc.code}")
+            if order.clip is not None:
+                metrics.CLIPS.labels("cancelled" if exc.code == "cancelled" else "failed").inc()
             raise Failed(exc.code, exc.message) from None
         except asyncio.CancelledError:
             if ticket.result.cancelled() and job.cancelled:  # Cancel pressed while it waited
@@ -211,6 +216,8 @@ class Results:
         passes = sum(1 for f in converted.faces if f["pass"])
         self.pool.settle(ticket, passes, clip.drawn if clip else None)
         if clip is not None:
+            metrics.CLIPS.labels("drawn").inc()
+            metrics.CLIP_FRAMES.inc(clip.drawn)
             log.info("job %s: %s clip %dx%d -> %dx%d, %d frames (%d drawn) at %g fps, %.1f s%s, sound %s, waited "
                      "%.2f s, drawn in %.2f s (model %.2f s)", req.job_id, style, *converted.input_size, w, h,
                      converted.frames, clip.drawn, clip.fps, clip.seconds, " (cut)" if clip.trimmed else "",

@@ -1,15 +1,23 @@
 """Prometheus metrics, served at ``/metrics`` by the bot's HTTP server (bot/updates/webhook.py).
 
 The same names whichever pool draws, so one dashboard watches an embedded
-bot and a scaled-out one. The gauges are read from the pool when scraped;
-the counters and histograms are fed by the request flow (bot/flow/) as requests end.
+bot and a scaled-out one (deploy/grafana, deploy/prometheus). The gauges are read from the pool when
+scraped; the counters and histograms are fed by the request flow (bot/flow/) as requests end.
+No label carries a user or a chat: labels are outcomes and results, a few values each.
 """
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from bot.drawing.pool import Pool
+
+# Without this every counter and histogram also exports a ``_created`` gauge (its start time), which
+# reads like a metric of its own (``animebot_jobs_created``) and is of no use to a dashboard.
+disable_created_metrics()
 
 REGISTRY = CollectorRegistry()  # ours alone: no process or GC collectors of the default one
 # Seconds: a photo waits from nothing to minutes, and is drawn in about one to thirty.
@@ -23,14 +31,45 @@ DRAWING_S = Histogram("animebot_photo_draw_seconds", "From taken by a worker to 
                       registry=REGISTRY)
 JOB_S = Histogram("animebot_job_seconds", "From taken on to answered, whole requests", buckets=BUCKETS,
                   registry=REGISTRY)
+CACHE_LOOKUPS = Counter("animebot_cache_lookups", "Results looked up in the cache, by result (hit; miss: drawn now)",
+                        ["result"], registry=REGISTRY)
+CLIPS = Counter("animebot_clips", "Clips a worker finished, by outcome (drawn, failed, cancelled)", ["outcome"],
+                registry=REGISTRY)
+CLIP_FRAMES = Counter("animebot_clip_frames", "Frames of clips drawn", registry=REGISTRY)
 _QUEUE = Gauge("animebot_queue_photos", "Photos waiting for a worker", registry=REGISTRY)
 _RUNNING = Gauge("animebot_running_photos", "Photos on a worker now", registry=REGISTRY)
-_WORKERS = Gauge("animebot_workers_online", "Photos the workers can draw at once (worker processes up)",
+_WORKERS = Gauge("animebot_workers_online", "Drawing processes up: photos the workers can draw at once",
                  registry=REGISTRY)
-_HEALTHY = Gauge("animebot_workers_healthy", "1 while photos are being drawn (workers up, broker reachable)",
-                 registry=REGISTRY)
+_HEALTHY = Gauge("animebot_healthy", "1 while /healthz says ok (photos are being drawn: workers up, broker "
+                 "reachable), else 0", registry=REGISTRY)
+
+# Every label value exported from the start, at 0: rate() and increase() see a series only from its
+# second sample, so a series born at its first failure would hide that failure from the alerts.
+for _counter, _values in ((JOBS, ("done", "failed", "cancelled", "refused")), (CACHE_LOOKUPS, ("hit", "miss")),
+                          (CLIPS, ("drawn", "failed", "cancelled"))):
+    for _value in _values:
+        _counter.labels(_value)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class _BrokerUp:
+    """``animebot_broker_up``: 1 while the broker answers, 0 while it does not. Absent for an embedded
+    bot, which has no broker: a constant 1 would claim a broker that does not exist, and a 0 would
+    fire the broker alert for nothing."""
+
+    def __init__(self) -> None:
+        self.pool: Pool | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        reachable = self.pool.broker_reachable() if self.pool is not None else None
+        if reachable is not None:
+            yield GaugeMetricFamily("animebot_broker_up", "1 while the Celery broker answers, else 0 (scaled out "
+                                    "only)", value=float(reachable))
+
+
+_BROKER_UP = _BrokerUp()
+REGISTRY.register(_BROKER_UP)
 
 
 def watch(pool: Pool) -> None:
@@ -39,6 +78,7 @@ def watch(pool: Pool) -> None:
     _RUNNING.set_function(lambda: pool.running)
     _WORKERS.set_function(lambda: pool.size)
     _HEALTHY.set_function(lambda: float(pool.healthy()[0]))
+    _BROKER_UP.pool = pool
 
 
 def exposition() -> bytes:
