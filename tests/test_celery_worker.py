@@ -22,12 +22,14 @@ from typing import Any
 import msgpack
 import pytest
 import redis
+from celery.utils.saferepr import saferepr
 from kombu import Exchange, Producer
+from kombu.serialization import dumps, loads
 
-from bot.drawing.celery.app import QUEUE, make_celery
+from bot.drawing.celery.app import QUEUE, RESULT_SERIALIZER, make_celery
 from bot.drawing.celery.heartbeat import WORKER_BEAT_S
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, order_from_message, order_to_message, read_workers,
-                                     result_from_message, result_to_message)
+                                     Summarized, result_from_message, result_summary, result_to_message)
 from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
@@ -62,6 +64,20 @@ def test_a_drawing_and_a_failure_come_back_as_they_went_tuples_and_all() -> None
     assert back == drawn and isinstance(back, Converted) and isinstance(back.input_size, tuple)
     failed = WorkFailed("job-1", "not_installed", "model 'paprika' is not installed")
     assert result_from_message(wire(result_to_message(failed))) == failed
+
+
+def test_a_result_is_stored_whole_and_shown_to_celery_s_tools_as_a_summary() -> None:
+    """Celery's events carry a result's repr (Flower shows it); Redis gets the message itself."""
+    drawn = Converted(bytes(range(256)) * 400, (900, 1200), (360, 480), "hayao", "openvino", {"model_s": 1.5},
+                      [{"box": [1.0, 2.0, 30.5, 40.0], "score": 0.93, "pass": True}, {"score": 0.4, "pass": False}])
+    failed = WorkFailed("job-1", "not_installed", "model 'paprika' is not installed")
+    for reply, shown in ((drawn, "(hayao picture 360x480, 1 face(s) redrawn, 102,400 bytes)"),
+                         (failed, "(failed: not_installed)")):
+        returned = Summarized(result_to_message(reply), result_summary(reply))
+        assert saferepr(returned, 1024) == shown
+        stored = dumps(returned, serializer=RESULT_SERIALIZER)
+        content_type, encoding, payload = stored
+        assert result_from_message(loads(payload, content_type, encoding, accept=[content_type])) == reply
 
 
 def _settings(**changes: object) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Both sides build it with :func:`make_celery`; :func:`for_bot` and :func:`for_worker` add the few
 settings only one side needs. Celery's own tools (``celery --broker URL inspect``, Flower) work
 against the workers as they come: task events and worker heartbeats are on, and control messages
-are JSON, the tools' default, which carries no code. Orders and results are msgpack. Pickle is
+are JSON, the tools' default, which carries no code. Orders and results are msgpack, and a result
+is shown by the tools as a summary, not the drawing's bytes. Pickle is
 refused everywhere, and every order is checked field by field before it is used
 (bot/drawing/celery/wire.py), so whoever can write to the broker can neither run code on a worker
 nor make it draw anything but a photo order.
@@ -12,14 +13,38 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 from celery import Celery
 from celery.backends.redis import RedisBackend
+from kombu.serialization import register
+
+from bot.drawing.celery.wire import Summarized
 
 QUEUE = "animebot"
 # Short enough that a dead Redis fails a call within seconds instead of hanging it.
 REDIS_TIMEOUT_S = 5.0
 # How long Redis keeps a result nobody read, and the marker of a task the bot is done with.
 RESULT_EXPIRES_S = 3600
+# Results are msgpack, as kombu's own serializer writes it, plus one thing: a task's Summarized result
+# is stored as its message, so that Celery's events (Flower) carry its summary and Redis its drawing.
+RESULT_SERIALIZER = "animebot-msgpack"
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Summarized):
+        return value.message
+    raise TypeError(f"{type(value).__name__} is not something a result carries")
+
+
+def _pack(value: object) -> bytes:
+    return bytes(msgpack.packb(value, use_bin_type=True, default=_plain))
+
+
+def _unpack(data: bytes) -> object:
+    return msgpack.unpackb(data, raw=False)
+
+
+register(RESULT_SERIALIZER, _pack, _unpack, content_type="application/x-animebot-msgpack", content_encoding="binary")
 
 
 def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
@@ -29,11 +54,11 @@ def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
     app = Celery("animebot", broker=broker_url, backend=broker_url, set_as_current=False)
     app.conf.update(
         task_serializer="msgpack",
-        result_serializer="msgpack",
+        result_serializer=RESULT_SERIALIZER,
         # JSON for the control messages of Celery's tools. An order in JSON is still checked field by
         # field, and refused, since JSON cannot carry a photo's bytes.
         accept_content=["msgpack", "json"],
-        result_accept_content=["msgpack"],
+        result_accept_content=[RESULT_SERIALIZER],
         # A photo is acknowledged once drawn: if its pool process dies, Celery queues it again at once;
         # if the whole worker dies, Redis hands it out again after the visibility timeout.
         task_acks_late=True,

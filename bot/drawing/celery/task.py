@@ -16,7 +16,7 @@ from celery import shared_task
 from celery.exceptions import Ignore, Reject
 
 from bot.drawing.celery.heartbeat import Heartbeat
-from bot.drawing.celery.wire import TASK_NAME, BadOrder, order_from_message, result_to_message
+from bot.drawing.celery.wire import TASK_NAME, BadOrder, Summarized, order_from_message, result_summary, result_to_message
 from inference.drawer import Drawer, WorkFailed
 
 log = logging.getLogger("animebot.worker")
@@ -40,7 +40,7 @@ def serve(drawing: Drawing) -> None:
 
 
 @shared_task(bind=True, name=TASK_NAME)
-def draw(task: Any, *args: object, **kwargs: object) -> dict[str, object]:
+def draw(task: Any, *args: object, **kwargs: object) -> Summarized:
     """Anything but exactly one order is refused unread: rejected, not requeued, never drawn. An order
     the bot is already done with (a copy Redis handed out again) is acknowledged and skipped."""
     task_id: str = task.request.id
@@ -68,4 +68,4 @@ def draw(task: Any, *args: object, **kwargs: object) -> dict[str, object]:
     else:
         log.info("task %s (job %s): %s drawn in %.2f s", task_id, order.job_id, order.style,
                  time.perf_counter() - started)
-    return result_to_message(reply)
+    return Summarized(result_to_message(reply), result_summary(reply))

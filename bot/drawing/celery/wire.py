@@ -110,6 +110,34 @@ def order_summary(order: WorkOrder) -> str:
     return f"(job {order.job_id}, {order.style}, {kind} of {len(order.data):,} bytes)"
 
 
+def result_summary(reply: Converted | WorkFailed) -> str:
+    """What Celery's tools show of a result in place of the drawing: its size and faces, or why it
+    failed, never the drawing's bytes."""
+    if isinstance(reply, WorkFailed):
+        return f"(failed: {reply.code})"
+    kind = "clip" if reply.clip is not None else "picture"
+    faces = sum(1 for f in reply.faces if f.get("pass"))
+    w, h = reply.output_size
+    return f"({reply.style} {kind} {w}x{h}, {faces} face(s) redrawn, {len(reply.data):,} bytes)"
+
+
+class Summarized:
+    """A result on its way to Redis: the message the bot reads, shown by Celery's tools as its summary.
+
+    Celery's events carry a task's result as its repr, and Flower shows and keeps them; a plain dict
+    would show the drawing's first kilobyte as hex. The serializer of bot/drawing/celery/app.py stores
+    :attr:`message` alone."""
+
+    __slots__ = ("message", "summary")
+
+    def __init__(self, message: dict[str, object], summary: str) -> None:
+        self.message = message
+        self.summary = summary
+
+    def __repr__(self) -> str:
+        return self.summary
+
+
 def heartbeat_key(info: WorkerInfo) -> str:
     return f"{HEARTBEAT_PREFIX}{info.name}:{info.pid}"
 
