@@ -15,12 +15,15 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testkit.fake_telegram import TOKEN, FakeTelegram
+from testkit.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,6 +102,23 @@ class RunningProcess:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.kill9()
+            raise
+
+    def wait_until_serving(self, url: str, expected: str, timeout: float) -> None:
+        """Wait until ``GET url`` answers ``expected``. Raise with the log if the process exits first, and
+        kill it if it never answers."""
+        def answers() -> bool:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.log_path.stem} exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(url, timeout=5) as reply:
+                    return bool(reply.read().decode(errors="replace").strip() == expected)
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                return False
+        try:
+            wait_for(answers, timeout, f"answer {expected!r} from {url}", context=self.log, interval=0.2)
+        except BaseException:
             self.kill9()
             raise
 
