@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import shared_task
 from celery.exceptions import Ignore, Reject
+from celery.worker.request import Request
 
 from bot.drawing.celery.heartbeat import Heartbeat
 from bot.drawing.celery.wire import TASK_NAME, BadOrder, Summarized, order_from_message, result_summary, result_to_message
@@ -39,7 +40,17 @@ def serve(drawing: Drawing) -> None:
     _drawing = drawing
 
 
-@shared_task(bind=True, name=TASK_NAME)
+class SummaryRequest(Request):
+    """A photo's task as ``celery inspect active`` and ``reserved`` (and Flower's worker pages) list it:
+    with the summary the bot sent as its arguments (bot/drawing/celery/wire.py, ``order_summary``),
+    never the photo. Celery lists the real arguments unless asked for ``safe=True``; an operator's
+    terminal is no place for a user's photo as base64."""
+
+    def info(self, safe: bool = False) -> dict[str, Any]:
+        return dict(super().info(safe=True))
+
+
+@shared_task(bind=True, name=TASK_NAME, Request=SummaryRequest)
 def draw(task: Any, *args: object, **kwargs: object) -> Summarized:
     """Anything but exactly one order is refused unread: rejected, not requeued, never drawn. An order
     the bot is already done with (a copy Redis handed out again) is acknowledged and skipped."""
