@@ -43,6 +43,7 @@ from typing import Any
 
 import redis
 from celery.result import AsyncResult
+from celery.states import READY_STATES
 from kombu.exceptions import ContentDisallowed, DecodeError, KombuError
 
 from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for_bot
@@ -265,8 +266,8 @@ class CeleryPool(Pool):
         for task_id in task_ids:
             result = AsyncResult(task_id, app=self._app)
             try:
-                state = result.state
-                looks.append((state, result.result if result.ready() else None))
+                state = result.state  # one read; a ready task's is kept, so its value costs no second
+                looks.append((state, result.result if state in READY_STATES else None))
             except (ContentDisallowed, DecodeError) as exc:  # a pickle, say, or not msgpack at all
                 looks.append((UNREADABLE, exc))
             except BROKER_ERRORS:
