@@ -26,6 +26,7 @@ from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy"
 PROMETHEUS = DEPLOY / "prometheus"
+RULES = PROMETHEUS / "rules"
 KUBERNETES = DEPLOY / "kubernetes"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "animebot.json"
 # A metric of ours inside a PromQL expression, with the suffixes a histogram's series carry.
@@ -93,19 +94,18 @@ def exported_names() -> set[str]:
 
 
 def test_the_alert_rules_pass_promtool_and_each_alert_fires_on_what_it_is_meant_for() -> None:
-    rule_files = sorted(p.name for p in PROMETHEUS.glob("*.yml") if "groups" in yaml.safe_load(p.read_text()))
-    assert rule_files == ["alerts.yml"]
-    assert "SUCCESS: 6 rules found" in promtool("check", "rules", *rule_files)
-    alerts = {rule["alert"] for group in yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())["groups"]
-              for rule in group["rules"]}
+    # Every file in rules/ is a rule file (what prometheus.yml loads), and no rule file is elsewhere.
+    yamls = {str(p.relative_to(PROMETHEUS)): yaml.safe_load(p.read_text()) for p in PROMETHEUS.rglob("*.yml")}
+    assert sorted(name for name, doc in yamls.items() if "groups" in doc) == ["rules/animebot.rules.yml"]
+    assert "SUCCESS: 6 rules found" in promtool("check", "rules", *sorted(str(p) for p in RULES.glob("*")))
+    alerts = {rule["alert"] for group in yamls["rules/animebot.rules.yml"]["groups"] for rule in group["rules"]}
     # What the issue asks for, plus the bot itself gone (which silences every other alert).
     assert alerts == {"AnimebotDown", "AnimebotNoWorkerOnline", "AnimebotQueueGrowing", "AnimebotJobsFailing",
                       "AnimebotSlowWait", "AnimebotBrokerUnreachable"}
-    tests = yaml.safe_load((PROMETHEUS / "alerts.test.yml").read_text())
-    fired = {check["alertname"] for case in tests["tests"] for check in case.get("alert_rule_test", ())
-             if check.get("exp_alerts")}
+    fired = {check["alertname"] for case in yamls["tests/animebot.test.yml"]["tests"]
+             for check in case.get("alert_rule_test", ()) if check.get("exp_alerts")}
     assert fired == alerts  # every alert is shown firing, not only parsed
-    promtool("test", "rules", "alerts.test.yml")
+    promtool("test", "rules", "tests/animebot.test.yml")
 
 
 def test_the_compose_prometheus_config_passes_promtool_and_scrapes_the_port_the_bot_serves() -> None:
@@ -119,8 +119,8 @@ def test_the_compose_prometheus_config_passes_promtool_and_scrapes_the_port_the_
 
 def test_every_metric_the_alerts_and_the_dashboard_read_is_one_the_bot_exports() -> None:
     exported = exported_names()
-    rules = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())
-    queries = [rule["expr"] for group in rules["groups"] for rule in group["rules"]] + dashboard_queries()
+    rules = [yaml.safe_load(p.read_text()) for p in RULES.glob("*.yml")]
+    queries = [rule["expr"] for doc in rules for group in doc["groups"] for rule in group["rules"]] + dashboard_queries()
     named = {name for query in queries for name in METRIC.findall(query)}
     assert named, queries
     assert named <= exported, sorted(named - exported)

@@ -268,7 +268,7 @@ def test_prometheus_scrapes_the_bot_runs_every_dashboard_query_and_loads_the_ale
         pytest.skip("prometheus is not installed (apt-get install prometheus)")
     deploy = Path(__file__).resolve().parent.parent / "deploy"
     prometheus = start_prometheus(binary, tmp_path / "prometheus", f"127.0.0.1:{cluster.metrics_port}",
-                                  [deploy / "prometheus" / "alerts.yml"])
+                                  sorted((deploy / "prometheus" / "rules").glob("*.yml")))
     try:
         # rate() needs two samples of a series: wait for a few scrapes.
         wait_for(lambda: prometheus.query("count_over_time(up[1m]) >= 3"), 60, "three scrapes of the bot",
