@@ -1,14 +1,18 @@
 """Start real ``animebot worker`` processes (Celery over a real Redis) for the scale-out tests and benches."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from testkit.bot_harness import REPO, RunningProcess
+from testkit.redis_server import PASSWORD
 from testkit.wait import wait_for
 
 
@@ -60,3 +64,27 @@ def start_worker(home: Path, shared_home: Path, broker_url: str, log_name: str =
             worker.kill9()
             raise
     return worker
+
+
+@contextlib.contextmanager
+def held(*pids: int) -> Iterator[None]:
+    """The processes ``pids`` stopped (SIGSTOP) for the block, then let go on (SIGCONT): a worker that
+    takes no order, or a drawing that does not start, however fast it would be."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+def celery_cli(broker_url: str, *args: str) -> str:
+    """``celery --broker URL ARGS --timeout 10`` as an operator types it, with Celery's defaults and
+    nothing of ours; its output, which must not hold the broker's password."""
+    done = subprocess.run([sys.executable, "-m", "celery", "--broker", broker_url, *args, "--timeout", "10"],
+                          capture_output=True, text=True, timeout=120)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert PASSWORD not in said
+    return done.stdout

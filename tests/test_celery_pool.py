@@ -40,7 +40,7 @@ from storage.cache import result_key
 from tests.conftest import TINY_WIDTHS, synthetic_photo
 from testkit.wait import until, within
 from testkit.redis_server import RedisServer
-from testkit.worker_harness import RunningWorker, start_worker
+from testkit.worker_harness import RunningWorker, held, start_worker
 from weights.store import ModelStore
 
 
@@ -86,16 +86,6 @@ async def celery_pool(url: str) -> AsyncIterator[CeleryPool]:
         yield pool
     finally:
         await pool.close()
-
-
-@contextlib.contextmanager
-def held(pid: int) -> Iterator[None]:
-    """The process ``pid`` stopped (SIGSTOP) for the block, then let go on."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 def drawn_alone(store: ModelStore, order: WorkOrder) -> np.ndarray:

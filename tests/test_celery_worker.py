@@ -10,8 +10,6 @@ import json
 import os
 import pickle
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -37,7 +35,7 @@ from inference.pipeline import ConvertSettings, Converted
 from tests.conftest import redis_or_skip
 from testkit.redis_server import PASSWORD, RedisServer
 from testkit.wait import wait_for
-from testkit.worker_harness import RunningWorker, start_worker
+from testkit.worker_harness import RunningWorker, celery_cli, start_worker
 from weights.store import ModelStore
 
 THREADS = 2  # the worker's and the in-process reference drawer's, so both compute alike
@@ -227,14 +225,8 @@ def test_celery_s_own_tools_see_the_worker_and_each_photo_s_events(
         worker: RunningWorker, app: Any, redis_server: RedisServer, shared_photo: Callable[[str], bytes]) -> None:
     """What an operator runs: ``celery --broker URL inspect ping`` and ``stats`` are answered, and a
     photo's task events (what Flower and ``celery events`` show) come with its state and runtime."""
-    def celery(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "celery", "--broker", redis_server.url(), *args, "--timeout", "10"],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert PASSWORD not in done.stdout + done.stderr
-        return done.stdout
-    assert "pong" in celery("inspect", "ping")
-    ((node, stats),) = json.loads(celery("inspect", "stats", "-j")).items()
+    assert "pong" in celery_cli(redis_server.url(), "inspect", "ping")
+    ((node, stats),) = json.loads(celery_cli(redis_server.url(), "inspect", "stats", "-j")).items()
     assert node.startswith("animebot@") and stats["pool"]["max-concurrency"] == 1
 
     events: list[dict[str, Any]] = []

@@ -12,13 +12,10 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -42,7 +39,7 @@ from testkit.prometheus import start_prometheus
 from testkit.redis_server import PASSWORD, RedisServer, free_port
 from testkit.replies import labels
 from testkit.wait import wait_for
-from testkit.worker_harness import RunningWorker, start_worker
+from testkit.worker_harness import RunningWorker, celery_cli, held, start_worker
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -300,36 +297,19 @@ def test_prometheus_scrapes_the_bot_runs_every_dashboard_query_and_loads_the_ale
 def test_celery_inspect_lists_a_waiting_photo_by_its_summary_never_its_bytes(cluster: Cluster) -> None:
     """``celery inspect reserved`` and ``active`` list a task's real arguments unless asked to be safe;
     ours list the summary the bot sends (the last test here: it sends a photo of its own)."""
-    stats = json.loads(celery_cli(cluster, "inspect", "stats", "-j"))
+    url = cluster.redis.url()
+    stats = json.loads(celery_cli(url, "inspect", "stats", "-j"))
     drawing = [pid for worker in stats.values() for pid in worker["pool"]["processes"]]
     order = WorkOrder("job-inspect", synthetic_photo(320, 240, seed=9), STYLE, ConvertSettings(max_side=160))
-    app = make_celery(cluster.redis.url(), 60)
-    with held(drawing):  # the photo waits on a worker, reserved but not started
+    app = make_celery(url, 60)
+    with held(*drawing):  # the photo waits on a worker, reserved but not started
         task = app.send_task(TASK_NAME, args=[order_to_message(order)], task_id=str(uuid.uuid4()),
                              argsrepr=order_summary(order), kwargsrepr="{}")
-        listed = wait_for(lambda: [t for ts in json.loads(celery_cli(cluster, "inspect", "reserved", "-j")).values()
+        listed = wait_for(lambda: [t for ts in json.loads(celery_cli(url, "inspect", "reserved", "-j")).values()
                                    for t in ts], 60, "the photo reserved on a worker")
     assert [(t["id"], t["args"], t["kwargs"]) for t in listed] == [(task.id, order_summary(order), "{}")]
     assert isinstance(result_from_message(task.get(timeout=60)), Converted)  # drawn once let go
-    active = celery_cli(cluster, "inspect", "active", "-j")
+    active = celery_cli(url, "inspect", "active", "-j")
     assert not carries_bytes(active), active
 
 
-def celery_cli(cluster: Cluster, *args: str) -> str:
-    """``celery --broker URL ARGS``, as an operator types it: Celery's defaults, nothing of ours."""
-    done = subprocess.run([sys.executable, "-m", "celery", "--broker", cluster.redis.url(), *args, "--timeout", "10"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and PASSWORD not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done.stdout
-
-
-@contextlib.contextmanager
-def held(pids: list[int]) -> Iterator[None]:
-    """The processes ``pids`` stopped (SIGSTOP) for the block, then let go on."""
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
