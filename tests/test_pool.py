@@ -18,6 +18,7 @@ import pytest
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import PoolBusy, WorkerLost
+from bot.service import metrics
 from inference.drawer import DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from tests.conftest import synthetic_photo
@@ -87,7 +88,7 @@ def test_a_worker_killed_mid_task_is_replaced_and_only_its_task_fails(tiny_store
                 await within(lost.result)
             after = submit(pool, 1)  # waits for the replacement, which draws it
             assert (await within(after.result)).output_size == (96, 72)
-            assert pool.alive() == 1 and pool.pids() != [old]
+            assert pool.online() == 1 and pool.pids() != [old]
 
     asyncio.run(go())
 
@@ -99,7 +100,7 @@ def test_a_hung_worker_is_replaced_after_the_timeout(tiny_store: ModelStore) -> 
             os.kill(old, signal.SIGSTOP)  # it will never answer, however long the pool waits
             with pytest.raises(WorkerLost, match="timed out"):
                 await within(submit(pool, 0).result)
-            await until(lambda: pool.alive() == 1 and pool.pids() != [old])  # a new worker in its slot
+            await until(lambda: pool.online() == 1 and pool.pids() != [old])  # a new worker in its slot
 
     asyncio.run(go())
 
@@ -118,7 +119,9 @@ def test_close_drops_what_is_queued_and_stops_every_worker(tiny_store: ModelStor
         os.kill(pid, signal.SIGCONT)  # the worker finishes its photo, then hears the stop
         await within(closing)
         assert queued.result.cancelled()  # its job stays in the journal for the next start
-        assert pool.alive() == 0
+        assert pool.online() == 0
+        metrics.watch(pool)  # /metrics, and the no-worker alert, see processes up, not the configured number
+        assert pool.size == 1 and "animebot_workers_online 0.0" in metrics.exposition().decode()
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # exited and reaped: no orphan left behind
 

@@ -98,6 +98,11 @@ class Pool(abc.ABC):
     def workers(self) -> list[WorkerView]:
         """The workers drawing for this bot."""
 
+    def online(self) -> int:
+        """Drawing processes up now, for the operator's alerts: ``size``, unless the pool counts
+        processes that may be down (the bot's own, while one is being started again)."""
+        return self.size
+
     def broker_reachable(self) -> bool | None:
         """Whether the broker answers, for the operator's alerts; None for a pool that needs none."""
         return None

@@ -76,7 +76,7 @@ def watch(pool: Pool) -> None:
     """Read the gauges from ``pool`` at every scrape."""
     _QUEUE.set_function(lambda: pool.waiting)
     _RUNNING.set_function(lambda: pool.running)
-    _WORKERS.set_function(lambda: pool.size)
+    _WORKERS.set_function(pool.online)
     _HEALTHY.set_function(lambda: float(pool.healthy()[0]))
     _BROKER_UP.pool = pool
 

@@ -69,12 +69,12 @@ class LocalPool(Pool):
     def running(self) -> int:
         return self._busy
 
-    def alive(self) -> int:
+    def online(self) -> int:
         """How many worker processes are up (a slot being refilled is not)."""
         return sum(1 for w in self._workers if w is not None and w.process.is_alive())
 
     def healthy(self) -> tuple[bool, str]:
-        alive = self.alive()
+        alive = self.online()
         return alive == self._size, f"{alive} of {self._size} worker process(es) up"
 
     def workers(self) -> list[WorkerView]:
