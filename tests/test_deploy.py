@@ -97,11 +97,12 @@ def test_the_alert_rules_pass_promtool_and_each_alert_fires_on_what_it_is_meant_
     # Every file in rules/ is a rule file (what prometheus.yml loads), and no rule file is elsewhere.
     yamls = {str(p.relative_to(PROMETHEUS)): yaml.safe_load(p.read_text()) for p in PROMETHEUS.rglob("*.yml")}
     assert sorted(name for name, doc in yamls.items() if "groups" in doc) == ["rules/animebot.rules.yml"]
-    assert "SUCCESS: 6 rules found" in promtool("check", "rules", *sorted(str(p) for p in RULES.glob("*")))
+    assert "SUCCESS: 7 rules found" in promtool("check", "rules", *sorted(str(p) for p in RULES.glob("*")))
     alerts = {rule["alert"] for group in yamls["rules/animebot.rules.yml"]["groups"] for rule in group["rules"]}
-    # What the issue asks for, plus the bot itself gone (which silences every other alert).
+    # What the issue asks for, plus the bot itself gone (which silences every other alert) and an
+    # embedded bot short of drawing processes.
     assert alerts == {"AnimebotDown", "AnimebotNoWorkerOnline", "AnimebotQueueGrowing", "AnimebotJobsFailing",
-                      "AnimebotSlowWait", "AnimebotBrokerUnreachable"}
+                      "AnimebotSlowWait", "AnimebotBrokerUnreachable", "AnimebotUnhealthy"}
     fired = {check["alertname"] for case in yamls["tests/animebot.test.yml"]["tests"]
              for check in case.get("alert_rule_test", ()) if check.get("exp_alerts")}
     assert fired == alerts  # every alert is shown firing, not only parsed
@@ -222,8 +223,47 @@ def test_the_compose_monitoring_profile_mounts_what_deploy_ships_where_each_tool
     provider = yaml.safe_load((DEPLOY / "grafana/provisioning/dashboards/animebot.yml").read_text())
     assert mounts["grafana"] == {"./deploy/grafana/provisioning": "/etc/grafana/provisioning",
                                  "./deploy/grafana/dashboards": provider["providers"][0]["options"]["path"]}
-    # Flower is given the bot's broker and a password; each tool listens on this host's loopback only.
     assert services["flower"]["environment"]["CELERY_BROKER_URL"] == "${ANIMEBOT_BROKER_URL:-}"
-    assert "FLOWER_PASSWORD:?" in services["flower"]["environment"]["FLOWER_BASIC_AUTH"]
-    for name in watching:
+    for name in watching:  # each tool listens on this host's loopback only
         assert all(port.startswith("127.0.0.1:") for port in services[name]["ports"]), name
+
+
+def test_compose_requires_nothing_up_front_but_the_token() -> None:
+    """Compose reads every service's ${...} before it picks the profiles, so a ${X:?} in a profile's
+    service would stop a plain ``docker compose up`` that never starts it."""
+    text = (REPO / "docker-compose.yml").read_text()
+    required = re.findall(r"(?<!\$)\$\{(\w+):?\?", text)
+    assert required == ["TELEGRAM_BOT_TOKEN"], required
+
+
+def entrypoint(service: str, tmp_path: Path, stand_ins: dict[str, str], **env: str) -> tuple[int, str]:
+    """A service's entrypoint script from docker-compose.yml, run by sh as the container would run it
+    (``$$`` is Compose's escape for ``$``), with the image's program replaced by a stand-in that
+    prints what it was given."""
+    argv = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"][service]["entrypoint"]
+    assert argv[:2] == ["sh", "-c"]
+    script = argv[2].replace("$$", "$")
+    for program, name in stand_ins.items():
+        stand_in = tmp_path / name
+        stand_in.write_text('#!/bin/sh\necho "started $0 $* auth=$FLOWER_BASIC_AUTH"\n')
+        stand_in.chmod(0o755)
+        script = re.sub(rf"\bexec {re.escape(program)}(?=\s|$)", f"exec {stand_in}", script)
+    done = subprocess.run(["sh", "-c", script], env={"PATH": f"{tmp_path}:/usr/bin:/bin", **env},
+                          capture_output=True, text=True, timeout=30)
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def test_grafana_and_flower_refuse_to_start_without_their_passwords(tmp_path: Path) -> None:
+    run_sh = {"/run.sh": "run.sh"}
+    assert entrypoint("grafana", tmp_path, run_sh, GF_SECURITY_ADMIN_PASSWORD="") == \
+        (1, "set GRAFANA_PASSWORD in .env")
+    assert entrypoint("grafana", tmp_path, run_sh, GF_SECURITY_ADMIN_PASSWORD="s3cret")[0] == 0
+    celery = {"celery": "celery"}
+    url = "redis://:pw@redis:6379/0"
+    assert entrypoint("flower", tmp_path, celery, CELERY_BROKER_URL=url, FLOWER_PASSWORD="") == \
+        (1, "set FLOWER_PASSWORD in .env")
+    code, said = entrypoint("flower", tmp_path, celery, CELERY_BROKER_URL=url, FLOWER_PASSWORD="s3cret")
+    assert (code, said.split()[-1]) == (0, "auth=admin:s3cret"), said
+    # An embedded bot has no broker: Flower says why it stops, and exits cleanly (not restarted).
+    code, said = entrypoint("flower", tmp_path, celery, CELERY_BROKER_URL="", FLOWER_PASSWORD="s3cret")
+    assert code == 0 and said.startswith("no ANIMEBOT_BROKER_URL") and "started" not in said, said

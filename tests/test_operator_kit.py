@@ -288,7 +288,7 @@ def test_prometheus_scrapes_the_bot_runs_every_dashboard_query_and_loads_the_ale
 
         groups = prometheus.api("rules", type="alert")["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        assert len(rules) == 6 and {r["health"] for r in rules} == {"ok"}, rules
+        assert len(rules) == 7 and {r["health"] for r in rules} == {"ok"}, rules
         assert [r["name"] for r in rules if r["state"] != "inactive"] == []
     finally:
         prometheus.stop()
