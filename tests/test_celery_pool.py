@@ -38,7 +38,7 @@ from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
 from tests.conftest import TINY_WIDTHS, synthetic_photo
-from testkit.wait import until, within
+from testkit.wait import until, wait_for, within
 from testkit.redis_server import RedisServer
 from testkit.worker_harness import RunningWorker, held, start_worker
 from weights.store import ModelStore
@@ -155,8 +155,11 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
     client = redis_server.client()
     client.select(DB)
     try:
+        # Acknowledged, not left to come back: the worker's main process acks it just after the task
+        # returns, which may be a moment after the task's own log line.
+        wait_for(lambda: client.llen(QUEUE) == 0 and client.hlen("unacked") == 0, 30, "the copy acknowledged",
+                 context=lambda: f"queued {client.llen(QUEUE)}, unacknowledged {client.hlen('unacked')}")
         assert client.get(f"celery-task-meta-{task_ids[0]}") is None  # no result stored for nobody
-        assert client.llen(QUEUE) == 0 and client.hlen("unacked") == 0  # acknowledged, not left to come back
     finally:
         client.close()
 
