@@ -13,10 +13,13 @@ import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
+import pickle
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -38,6 +41,7 @@ from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
 from tests.conftest import TINY_WIDTHS, synthetic_photo
+from tests.test_celery_worker import Opens
 from testkit.wait import until, wait_for, within
 from testkit.redis_server import RedisServer
 from testkit.worker_harness import RunningWorker, held, start_worker
@@ -162,6 +166,39 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
         assert client.get(f"celery-task-meta-{task_ids[0]}") is None  # no result stored for nobody
     finally:
         client.close()
+
+
+def test_a_stored_result_that_is_not_ours_is_never_read_and_the_photo_is_drawn_again(
+        worker: RunningWorker, redis_server: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Whoever can write to Redis plants a pickle where a photo's result goes: the bot neither unpickles
+    it nor takes it for the drawing (kombu's decoding errors are not the broker's being away); it sends
+    the photo again, and the user gets the real drawing."""
+    url = redis_server.url(db=DB)
+    planted = tmp_path / "unpickled"
+    photo = synthetic_photo(160, 120, seed=3)
+    order = WorkOrder("job-pickle", photo, STYLES[0], SETTINGS)
+    key = result_key(hashlib.sha256(photo).hexdigest(), order.style, "v1")
+    result_of_task = make_celery(url, 60).backend.get_key_for_task(task_id_for(order.job_id, key))
+    client = redis.Redis.from_url(url)
+
+    async def go() -> Converted:
+        async with celery_pool(url) as pool:
+            with held(worker.process.pid):  # the order waits in Redis while the pickle takes its result's place
+                ticket = pool.submit(order, 1, key)
+                await until(lambda: pool.running == 1, 30, "the photo sent")
+                client.set(result_of_task, pickle.dumps({"status": "SUCCESS", "result": Opens(planted)}))
+                await until(lambda: "(its result was unreadable); sending it again" in caplog.text, 30,
+                            "the photo sent again")
+            return await within(ticket.result, 120)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="animebot.pool"):
+            drawn = asyncio.run(go())
+    finally:
+        client.close()
+    assert isinstance(drawn, Converted) and drawn.output_size == (96, 72)
+    assert not planted.exists()  # never unpickled
+    assert "the broker is unreachable" not in caplog.text
 
 
 def test_celery_s_view_of_a_running_task_shows_no_photo_bytes(

@@ -268,12 +268,13 @@ class CeleryPool(Pool):
             try:
                 state = result.state  # one read; a ready task's is kept, so its value costs no second
                 looks.append((state, result.result if state in READY_STATES else None))
-            except (ContentDisallowed, DecodeError) as exc:  # a pickle, say, or not msgpack at all
-                looks.append((UNREADABLE, exc))
-            except BROKER_ERRORS:
-                raise
-            except Exception as exc:  # msgpack, but not a result of Celery's
-                looks.append((UNREADABLE, exc))
+            except Exception as exc:
+                # kombu's decoding errors are KombuErrors too, but say nothing of the broker: a pickle, not
+                # msgpack at all, or msgpack but not a result of Celery's.
+                if isinstance(exc, BROKER_ERRORS) and not isinstance(exc, (ContentDisallowed, DecodeError)):
+                    raise
+                log.warning("task %s: its stored result is unreadable (%s)", task_id, exc.__class__.__name__)
+                looks.append((UNREADABLE, None))
         return looks
 
     async def _carry_out(self, flight: _InFlight, step: Step, value: Any) -> None:
@@ -289,11 +290,7 @@ class CeleryPool(Pool):
         elif step.action == "resend":
             if step.crash:
                 flight.crashes += 1
-            if step.why == "its result was unreadable":
-                log.warning("job %s: unreadable result for task %s (%s); sending it again", job, flight.task_id,
-                            type(value).__name__)
-            else:
-                log.warning("job %s: task %s vanished (%s); sending it again", job, flight.task_id, step.why)
+            log.warning("job %s: task %s not answered (%s); sending it again", job, flight.task_id, step.why)
             await asyncio.get_running_loop().run_in_executor(self._io, AsyncResult(flight.task_id, app=self._app).forget)
             if await self._send(flight):
                 flight.sent_at = flight.seen_at = time.monotonic()
