@@ -23,7 +23,7 @@ from telegram.ext import (
 
 from telegram.error import InvalidToken, NetworkError
 
-from bot.chat import commands, keyboards, photos, presses
+from bot.chat import commands, keyboards, photos, presses, privacy
 from bot.service.config import Config, ConfigError
 from bot.chat.context import CONTEXT_TYPES, on_message, on_press
 from bot.service.life import run_service
@@ -67,6 +67,8 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(CommandHandler("style", on_message(commands.style_command)))
     app.add_handler(CommandHandler("lang", on_message(commands.lang_command)))
     app.add_handler(CommandHandler("settings", on_message(commands.settings_command)))
+    app.add_handler(CommandHandler("privacy", on_message(privacy.privacy_command)))
+    app.add_handler(CommandHandler("forget", on_message(privacy.forget_command)))
     # /anime by its text, not only as a bot_command entity, with our own @name check
     app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), on_message(photos.anime)))
     app.add_handler(MessageHandler(private & images, on_message(photos.private_media)))
@@ -79,6 +81,9 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(CallbackQueryHandler(on_press(presses.style_button), pattern=keyboards.SET_STYLE))
     app.add_handler(CallbackQueryHandler(on_press(presses.lang_button), pattern=keyboards.SET_LANG))
     app.add_handler(CallbackQueryHandler(on_press(presses.option_button), pattern=keyboards.SET_OPTION))
+    app.add_handler(CallbackQueryHandler(on_press(privacy.settings_forget_button), pattern=keyboards.FORGET_ASK))
+    app.add_handler(CallbackQueryHandler(on_press(privacy.confirm_button), pattern=keyboards.FORGET_YES))
+    app.add_handler(CallbackQueryHandler(on_press(privacy.keep_button), pattern=keyboards.FORGET_NO))
     app.add_handler(CallbackQueryHandler(on_press(presses.unknown_button)))
     others = filters.Sticker.ALL | filters.VOICE | filters.AUDIO | filters.LOCATION | filters.CONTACT
     app.add_handler(MessageHandler(private & others, on_message(commands.text_hint)))

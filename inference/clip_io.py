@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -32,6 +31,7 @@ from PIL import Image
 
 from inference.clip_settings import ClipLimits
 from inference.errors import AnimebotError
+from inference.scratch import scratch_dir
 
 MAX_DECLARED_PIXELS = 36_000_000  # a frame above 8K's 33 MP is no phone's video
 MIN_SIDE = 16
@@ -237,7 +237,7 @@ class Mp4Writer:
 
     def __init__(self, clip: ClipPlan, sound_from: bytes | None = None, crf: int = 20) -> None:
         # faststart rewrites the file to put the index first, which needs a real file to reopen
-        self._dir = tempfile.TemporaryDirectory(prefix="animebot-clip-")
+        self._dir = scratch_dir()
         self._path = Path(self._dir.name) / "out.mp4"
         self._out = av.open(str(self._path), "w", format="mp4", options={"movflags": "+faststart"})
         self._video = self._out.add_stream("libx264", rate=clip.fps)

@@ -22,6 +22,7 @@ from inference.clip_settings import ClipSettings
 from inference.detector import FaceDetector
 from inference.engine import Backend, face_tools_for, load_detector, load_stylizer
 from inference.errors import AnimebotError
+from inference import scratch
 from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
 from weights.store import ModelStore
 
@@ -106,7 +107,9 @@ class Drawer:
         self.face_problem = ""  # why the face pass is off, once it failed to load: it is not tried again
 
     def load(self) -> Loaded:
-        """Load the preload style and the face pass; an AnimebotError if the style does not load."""
+        """Load the preload style and the face pass; an AnimebotError if the style does not load.
+        First, clear the clips that drawing processes killed mid-clip left behind (inference/scratch.py)."""
+        scratch.sweep()
         return_freed_memory()
         first = self.model(self.spec.preload)
         self.face_tools(self.spec.preload)

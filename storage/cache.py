@@ -66,6 +66,9 @@ class Cache:
         db = await aiosqlite.connect(db_path, timeout=30)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
+        # A deleted row's bytes are overwritten, not left in a free page: what /forget and the
+        # retention sweep delete must not be readable in the file afterwards.
+        await db.execute("PRAGMA secure_delete=ON")
         await migrate(db)
         return cls(db, results_dir, max_bytes)
 
@@ -152,6 +155,16 @@ class Cache:
             (self.results_dir / filename).unlink(missing_ok=True)
             await self._db.execute("DELETE FROM results WHERE key = ?", (key,))
             total -= size
+        await self._db.commit()
+
+    async def hold(self, user_id: int, content_sha256: str, key: str = "") -> None:
+        """Note that ``user_id`` asked for this photo (``key`` empty) or this result of it: /forget
+        erases what only they hold, and leaves what another user holds too (storage/erasure.py)."""
+        await self._db.execute(
+            "INSERT INTO holdings (user_id, content_sha256, result_key, used_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT DO UPDATE SET used_at = excluded.used_at",
+            (user_id, content_sha256, key, time.time()),
+        )
         await self._db.commit()
 
     # --- Telegram file identities ----------------------------------------------

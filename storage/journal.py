@@ -18,6 +18,7 @@ time, so the two never hold each other's locks.
 """
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from storage.schema import migrate
 OPEN_STATES = ("queued", "running")
 _OPEN = "(?, ?)"  # placeholders for OPEN_STATES
 KEEP_JOBS_S = 3 * 86400  # long enough for a day's quota and for /stats
+KEEP_SPENT_S = 86400  # a forgotten user's counts matter for the day's quota, no longer
 _STATE_SHOWN = "CASE WHEN state = 'failed' AND outcome = 'cancelled' THEN 'cancelled' ELSE state END"
 
 
@@ -58,6 +60,7 @@ class Journal:
     def __init__(self, db: aiosqlite.Connection, owns: bool) -> None:
         self._db = db
         self._owns = owns
+        self._secret: bytes | None = None
 
     @classmethod
     async def open(cls, db_path: Path) -> "Journal":
@@ -68,6 +71,7 @@ class Journal:
         # NORMAL: a commit survives the process dying (kill -9), which is what
         # we promise; only a power cut may lose the last few.
         await db.execute("PRAGMA synchronous=NORMAL")
+        await db.execute("PRAGMA secure_delete=ON")  # as the cache's connection (storage/cache.py)
         return await cls._ready(db, owns=True)
 
     @classmethod
@@ -196,8 +200,19 @@ class Journal:
 
     # --- limits and stats ---------------------------------------------------------------
 
+    async def who(self, user_id: int) -> str:
+        """A one-way key for ``user_id`` (HMAC-SHA256 under this database's own secret): what the
+        day's counts of a user who said /forget are kept under (storage/erasure.py), instead of their id."""
+        if self._secret is None:
+            async with self._db.execute("SELECT value FROM secrets WHERE name = 'spent'") as cur:
+                row = await cur.fetchone()
+            assert row is not None, "made by the schema's privacy step"
+            self._secret = bytes(row[0])
+        return hmac.new(self._secret, str(user_id).encode(), "sha256").hexdigest()
+
     async def photos_since(self, user_id: int, since: float, states: Iterable[str]) -> int:
-        """Photos in the user's jobs created since ``since`` whose state is one of ``states``.
+        """Photos in the user's jobs created since ``since`` whose state is one of ``states``, and what
+        was set aside for them at a /forget since then.
 
         A job that failed only because the queue was full is never counted:
         that was the bot's doing, not the user's.
@@ -206,11 +221,11 @@ class Journal:
         marks = ",".join("?" * len(wanted))
         async with self._db.execute(
             f"SELECT COALESCE(SUM(photos), 0) FROM jobs WHERE user_id = ? AND created_at >= ? AND state IN ({marks})"
-            " AND NOT (state = 'failed' AND outcome = 'busy')",
-            (user_id, since, *wanted),
+            " AND NOT (state = 'failed' AND outcome = 'busy')"
+            " UNION ALL SELECT COALESCE(SUM(asked), 0) FROM spent WHERE who = ? AND at >= ?",
+            (user_id, since, *wanted, await self.who(user_id), since),
         ) as cur:
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
+            return sum(int(row[0]) for row in await cur.fetchall())
 
     async def drawn_since(self, user_id: int, since: float) -> int:
         """Photos drawn for the user since ``since``, counting an unanswered job's photos as drawn
@@ -218,11 +233,11 @@ class Journal:
         async with self._db.execute(
             f"SELECT COALESCE(SUM(CASE WHEN state IN {_OPEN} THEN photos"
             "  WHEN drawn IS NOT NULL THEN drawn WHEN state = 'done' THEN photos ELSE 0 END), 0)"
-            " FROM jobs WHERE user_id = ? AND created_at >= ?",
-            (*OPEN_STATES, user_id, since),
+            " FROM jobs WHERE user_id = ? AND created_at >= ?"
+            " UNION ALL SELECT COALESCE(SUM(drawn), 0) FROM spent WHERE who = ? AND at >= ?",
+            (*OPEN_STATES, user_id, since, await self.who(user_id), since),
         ) as cur:
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
+            return sum(int(row[0]) for row in await cur.fetchall())
 
     async def counts_since(self, since: float, top: int = 5) -> JobCounts:
         """Jobs since ``since`` by state, with the ones their user cancelled (kept as failed, with the
@@ -244,9 +259,11 @@ class Journal:
         return JobCounts(by_state, photos_done, outcomes)
 
     async def prune(self, now: float | None = None) -> None:
-        """Forget answered jobs after a few days and handled updates (but the newest, for the offset)."""
+        """Forget answered jobs after a few days, handled updates (but the newest, for the offset) and
+        forgotten users' counts after a day."""
         now = time.time() if now is None else now
         await self._db.execute(f"DELETE FROM jobs WHERE state NOT IN {_OPEN} AND created_at < ?",
                                (*OPEN_STATES, now - KEEP_JOBS_S))
+        await self._db.execute("DELETE FROM spent WHERE at < ?", (now - KEEP_SPENT_S,))
         await self._db.execute("DELETE FROM updates WHERE handled = 1 AND update_id < (SELECT MAX(update_id) FROM updates)")
         await self._db.commit()

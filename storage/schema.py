@@ -123,7 +123,44 @@ _MEDIA_FILE_IDS = """
 ALTER TABLE results RENAME COLUMN photo_file_id TO media_file_id;
 """
 
-STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS)
+_PRIVACY = """
+-- Who asked for each photo (result_key '') and each result: what /forget erases, and what keeps a
+-- result that another user still needs. Used again, a row is dated again; the retention sweep drops old ones.
+CREATE TABLE holdings (
+    user_id INTEGER NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    result_key TEXT NOT NULL DEFAULT '',
+    used_at REAL NOT NULL,
+    PRIMARY KEY (user_id, content_sha256, result_key)
+);
+CREATE INDEX holdings_photo ON holdings(content_sha256);
+CREATE INDEX holdings_result ON holdings(result_key);
+-- What a user who said /forget had used of the day's limits, under a one-way key instead of their
+-- id, so that forgetting does not reset the rate limit or the daily quota.
+CREATE TABLE spent (
+    who TEXT NOT NULL,
+    at REAL NOT NULL,
+    asked INTEGER NOT NULL,
+    drawn INTEGER NOT NULL
+);
+CREATE INDEX spent_who ON spent(who, at);
+-- The key of that one-way function, made once per database.
+CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+INSERT INTO secrets (name, value) VALUES ('spent', randomblob(32));
+-- /forget requests being carried out: a restart finishes them before any job resumes. ``summary``
+-- is what the user is told, kept once the deleting is done, until it was sent.
+CREATE TABLE erasures (
+    update_id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL,
+    chat_id INTEGER NOT NULL,
+    lang TEXT NOT NULL,
+    message_id INTEGER,
+    summary TEXT
+);
+"""
+
+STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS,
+                          _PRIVACY)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

@@ -15,8 +15,8 @@ from bot.app import build_application
 from bot.service.config import ConfigError, broker_password, load_config
 from bot.chat.photos import anime_command
 from bot.chat.i18n import TEXTS, error_text, pick_lang, t
-from bot.chat.keyboards import (REDRAW, album_keyboard, cancel_keyboard, lang_keyboard, result_keyboard, settings_keyboard,
-                                style_keyboard)
+from bot.chat.keyboards import (REDRAW, album_keyboard, cancel_keyboard, forget_keyboard, lang_keyboard, result_keyboard,
+                                settings_keyboard, style_keyboard)
 from bot.service.logs import RedactingFormatter
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
@@ -92,7 +92,8 @@ def genuine_buttons() -> list[str]:
     styles = Styles(tuple(e for e in builtin_entries() if e.kind == "style"), "hayao", ConvertSettings())
     markups = [result_keyboard(styles, "hayao", "Ab-_0123456x", "en"), album_keyboard(["Ab-_0123456y"] * 2, "en"),
                style_keyboard(styles, "hayao", 4242, "en", own_photo=True), lang_keyboard(4242),
-               settings_keyboard(ConvertSettings(), "en"), cancel_keyboard("1234", "en")]
+               settings_keyboard(ConvertSettings(), "en", 4242), cancel_keyboard("1234", "en"),
+               forget_keyboard(4242, "en")]
     return [str(b.callback_data) for m in markups for row in m.inline_keyboard for b in row]
 
 

@@ -122,7 +122,8 @@ async def settings_command(incoming: Incoming) -> None:
     current = await chat_settings(st, chat.id)
     text = keyboards.settings_text(current, lang)
     if await may_configure(st, incoming.bot, chat.id, incoming.user):
-        await incoming.message.reply_text(text, reply_markup=keyboards.settings_keyboard(current, lang))
+        own = chat.id if chat.type == "private" else None  # deleting one's data is not a group's setting
+        await incoming.message.reply_text(text, reply_markup=keyboards.settings_keyboard(current, lang, own))
     else:
         await incoming.message.reply_text(f"{text}\n\n{t(lang, 'settings_admins_only')}")
 

@@ -22,6 +22,7 @@ from telegram.ext import CallbackContext, ContextTypes, ExtBot
 from bot.flow.access import Access
 from bot.updates.albums import AlbumCollector
 from bot.chat.i18n import pick_lang
+from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
@@ -42,6 +43,9 @@ class BotState:
     albums: AlbumCollector
     access: Access = field(default_factory=Access)
     pressing: set[tuple[int, str]] = field(default_factory=set)  # (chat, button) presses being answered
+    forgetting: Forgetting | None = None  # /forget (bot/flow/forgetting.py)
+    keep_days: int = 30  # how long results and requests are kept (ANIMEBOT_KEEP_DAYS), for /privacy
+    scaled_out: bool = False  # photos cross a broker (Redis), which /privacy says
 
 
 class SharedData:

@@ -35,7 +35,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "all on your own last photo, for 1 photo of your daily quota.\n"
             "• In groups: reply /anime to a photo (optionally /anime STYLE), or caption a photo /anime.\n"
             "• /settings: faces at full detail, strength, keep the photo's colours.\n"
-            "• /lang: language. /about: credits and licences.\n\n"
+            "• /lang: language. /about: credits and licences.\n"
+            "• /privacy: what I keep and for how long. /forget: delete it all.\n\n"
             "Repeats are instant: I remember what I've drawn."
         ),
         "about": "animebot draws photos as anime on an ordinary CPU.\n\nStyles, who made them, and their terms:\n"
@@ -123,6 +124,57 @@ TEXTS: dict[str, dict[str, str]] = {
         "quota_reached": "You've reached today's limit of {count} photos. It resets at midnight UTC.",
         "not_allowed": "Sorry, this is a private bot. Ask its owner for access.",
         "admins_only": "That command is only for this bot's admins.",
+        "privacy": (
+            "What I keep about you, and for how long:\n"
+            "• Your photos: downloaded to be drawn, held in memory while they are, and never stored. "
+            "A /style preview of your own photo shows a small copy of it, kept like a result.\n"
+            "• What I drew: kept on this bot's server so that a repeat comes back at once, for at most "
+            "{days} days (less when the cache is full).\n"
+            "• Telegram's ids of your photos and of my answers, your requests and the buttons under results: "
+            "at most {days} days. The messages Telegram passes me: an hour after they are answered.\n"
+            "• Your style, language and drawing settings: until you delete them.\n"
+            "• How many photos you had drawn today, for the daily limit.\n\n"
+            "Who sees it: the drawing happens on the machines of whoever runs this bot, with no outside "
+            "service. Its admins see totals in /stats (the queue, counts, who is waiting by user id), never "
+            "your photos.\n\n"
+            "To delete everything now: /forget, or the button in /settings. Your limits for today stay as they are."
+        ),
+        "privacy_scaled_out": (
+            "This bot draws on several machines: your photo crosses its Redis server to reach one and is gone "
+            "from there once drawn, and the drawing waits there until the bot fetches it (at most an hour, "
+            "usually under a second). /forget stops and removes what is still there."
+        ),
+        "forget_in_private": "Send /forget to me in a private chat: it deletes what I keep about you.",
+        "forget_others_admins_only": "Only this bot's admins can delete someone else's data. Send /forget alone "
+                                     "to delete yours.",
+        "forget_usage": "Send /forget USER_ID (digits) to delete what I keep about that user.",
+        "forget_ask": (
+            "Delete everything I keep about you? Your results and their files, the records of your photos, "
+            "your requests, your settings and the buttons under your results. Photos being drawn for you are "
+            "stopped. This can't be undone."
+        ),
+        "forget_ask_admin": "Delete everything this bot keeps about user {user_id}? This can't be undone.",
+        "button_forget": "🗑 Delete my data…",
+        "button_forget_yes": "🗑 Yes, delete it all",
+        "button_forget_no": "Keep it",
+        "forget_kept_all": "Nothing was deleted.",
+        "forgetting_now": "Deleting…",
+        "forgetting": "I'm deleting your data right now. Send this again in a moment.",
+        "forgot_head": "Done. I deleted everything I kept about you:",
+        "forgot_head_admin": "Done. I deleted everything kept about user {user_id}:",
+        "forgot_nothing": "Done. I kept nothing about you, so there was nothing to delete.",
+        "forgot_nothing_admin": "Done. Nothing was kept about user {user_id}.",
+        "forgot_results": "results, with their files: {count}",
+        "forgot_photos": "records of photos you sent: {count}",
+        "forgot_requests": "stored requests: {count}",
+        "forgot_updates": "stored messages: {count}",
+        "forgot_buttons": "buttons under results: {count}",
+        "forgot_stopped": "photos being drawn, stopped: {count}",
+        "forgot_settings": "your style, language and drawing settings",
+        "forgot_kept": "Someone else asked for the same result {count} time(s): those stay for them, and only "
+                       "their link to you is gone.",
+        "forgot_after": "What I sent you is still in this chat: delete the chat in Telegram to remove it. "
+                        "Your limits for today stay as they were.",
         "stats": (
             "Queue: {waiting} waiting, {running} drawing; workers: {health}\n"
             "Waiting by user: {by_user}\n"
@@ -183,7 +235,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "计入每日额度的一张。\n"
             "• 群组中：用 /anime 回复照片（可加画风，如 /anime STYLE），或给照片加说明 /anime。\n"
             "• /settings：人脸精细重绘、画风强度、保留照片颜色。\n"
-            "• /lang：语言。/about：致谢与许可。\n\n"
+            "• /lang：语言。/about：致谢与许可。\n"
+            "• /privacy：我保存什么、保存多久。/forget：全部删除。\n\n"
             "重复的照片会立刻回复：画过的我都记得。"
         ),
         "about": "animebot 在普通 CPU 上把照片画成动漫。\n\n画风、作者及其条款：\n{models}\n\n另外使用：\n{others}",
@@ -261,6 +314,51 @@ TEXTS: dict[str, dict[str, str]] = {
         "quota_reached": "你已达到今天 {count} 张照片的上限，UTC 午夜重置。",
         "not_allowed": "抱歉，这是一个私人机器人。请向它的主人申请使用权限。",
         "admins_only": "这个命令只供本机器人的管理员使用。",
+        "privacy": (
+            "我保存了你的哪些数据、保存多久：\n"
+            "• 你的照片：下载后用于绘制，只在绘制期间保存在内存中，从不存储。"
+            "用你自己的照片生成的 /style 预览图里有它的小图，按结果保存。\n"
+            "• 画好的结果：保存在本机器人的服务器上，这样重复发送时能立刻返回，最多 {days} 天"
+            "（缓存满时更短）。\n"
+            "• Telegram 给你的照片和我的回复的编号、你的请求和结果下面的按钮：最多 {days} 天。"
+            "Telegram 转给我的消息：回复后一小时。\n"
+            "• 你的画风、语言和绘制设置：直到你删除为止。\n"
+            "• 你今天画了多少张，用于每日额度。\n\n"
+            "谁能看到：绘制在运行本机器人的人自己的机器上进行，不使用任何外部服务。"
+            "管理员在 /stats 中只能看到总数（队列、计数、按用户编号列出的等待者），看不到你的照片。\n\n"
+            "立刻删除全部数据：/forget，或 /settings 里的按钮。你今天的额度保持不变。"
+        ),
+        "privacy_scaled_out": (
+            "本机器人在多台机器上绘制：你的照片经过它的 Redis 服务器送到其中一台，画完就从那里删除；"
+            "画好的结果在那里等机器人取走（最多一小时，通常不到一秒）。/forget 会停止并删除还在那里的内容。"
+        ),
+        "forget_in_private": "请在私聊中给我发送 /forget：它会删除我保存的关于你的数据。",
+        "forget_others_admins_only": "只有本机器人的管理员可以删除别人的数据。只发送 /forget 可以删除你自己的。",
+        "forget_usage": "发送 /forget 用户编号（数字），删除我保存的关于该用户的数据。",
+        "forget_ask": (
+            "删除我保存的关于你的全部数据吗？包括你的结果及其文件、你发送的照片的记录、你的请求、你的设置"
+            "和结果下面的按钮。正在为你绘制的照片会被停止。此操作无法撤销。"
+        ),
+        "forget_ask_admin": "删除本机器人保存的关于用户 {user_id} 的全部数据吗？此操作无法撤销。",
+        "button_forget": "🗑 删除我的数据…",
+        "button_forget_yes": "🗑 是的，全部删除",
+        "button_forget_no": "保留",
+        "forget_kept_all": "什么都没有删除。",
+        "forgetting_now": "正在删除…",
+        "forgetting": "我正在删除你的数据。请稍后再发送一次。",
+        "forgot_head": "完成。我删除了保存的关于你的全部数据：",
+        "forgot_head_admin": "完成。已删除关于用户 {user_id} 的全部数据：",
+        "forgot_nothing": "完成。我没有保存关于你的任何数据，所以没有需要删除的。",
+        "forgot_nothing_admin": "完成。没有保存关于用户 {user_id} 的数据。",
+        "forgot_results": "结果及其文件：{count}",
+        "forgot_photos": "你发送的照片的记录：{count}",
+        "forgot_requests": "保存的请求：{count}",
+        "forgot_updates": "保存的消息：{count}",
+        "forgot_buttons": "结果下面的按钮：{count}",
+        "forgot_stopped": "已停止的正在绘制的照片：{count}",
+        "forgot_settings": "你的画风、语言和绘制设置",
+        "forgot_kept": "有 {count} 个相同的结果也是别人请求的：它们为别人保留，只删除了与你的关联。",
+        "forgot_after": "我发给你的内容仍在这个聊天里：在 Telegram 中删除这个聊天即可移除。你今天的额度保持不变。",
         "stats": (
             "队列：{waiting} 张等待，{running} 张绘制中；工作进程：{health}\n"
             "按用户等待：{by_user}\n"

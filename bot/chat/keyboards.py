@@ -14,6 +14,9 @@ pattern to its own handler; anything else is answered as expired):
   user's last photo; nobody else may use them.
 - ``o:OPTION:VALUE`` sets a drawing option of this chat (faces, strength,
   keep colours).
+- ``e:UID`` (under /settings) asks whether to delete everything kept about
+  the user ``UID``; ``E:UID`` confirms it, ``k:UID`` keeps it all
+  (bot/chat/privacy.py).
 """
 from __future__ import annotations
 
@@ -37,6 +40,9 @@ SET_STYLE = re.compile(rf"^s:({_STYLE}):(\d+)\Z")
 SET_LANG = re.compile(r"^l:(\w{2,8}):(\d+)\Z")
 SET_OPTION = re.compile(r"^o:(faces|keep_colours|strength):(\d{1,3})\Z")
 CANCEL = re.compile(r"^x:(\d{1,20})\Z")  # a clip's job, by its update id
+FORGET_ASK = re.compile(r"^e:(\d{1,20})\Z")
+FORGET_YES = re.compile(r"^E:(\d{1,20})\Z")
+FORGET_NO = re.compile(r"^k:(\d{1,20})\Z")
 
 STRENGTHS = (25, 50, 75, 100)
 REDRAW_ROWS = 2  # rows of redraw buttons under a result, whatever the number of styles
@@ -46,19 +52,29 @@ OPTION_VALUES = {("faces", "0"), ("faces", "1"), ("keep_colours", "0"), ("keep_c
     ("strength", str(v)) for v in STRENGTHS}
 
 
-def settings_keyboard(settings: ConvertSettings, lang: str) -> InlineKeyboardMarkup:
-    """Toggles for the face pass and keep colours, and a row of strengths."""
+def settings_keyboard(settings: ConvertSettings, lang: str, user_id: int | None = None) -> InlineKeyboardMarkup:
+    """Toggles for the face pass and keep colours, and a row of strengths; in a private chat
+    (``user_id`` given), a last row to delete everything kept about the user."""
     def state(on: bool) -> str:
         return t(lang, "on" if on else "off")
 
-    return InlineKeyboardMarkup([
+    rows = [
         [InlineKeyboardButton(t(lang, "button_faces", state=state(settings.faces)),
                               callback_data=f"o:faces:{int(not settings.faces)}")],
         [InlineKeyboardButton(("✅ " if v == settings.strength else "") + f"{v}%", callback_data=f"o:strength:{v}")
          for v in STRENGTHS],
         [InlineKeyboardButton(t(lang, "button_keep", state=state(settings.keep_colours)),
                               callback_data=f"o:keep_colours:{int(not settings.keep_colours)}")],
-    ])
+    ]
+    if user_id is not None:
+        rows.append([InlineKeyboardButton(t(lang, "button_forget"), callback_data=f"e:{user_id}")])
+    return InlineKeyboardMarkup(rows)
+
+
+def forget_keyboard(user_id: int, lang: str) -> InlineKeyboardMarkup:
+    """Under /forget's question: delete everything, or keep it."""
+    return InlineKeyboardMarkup([[InlineKeyboardButton(t(lang, "button_forget_yes"), callback_data=f"E:{user_id}"),
+                                  InlineKeyboardButton(t(lang, "button_forget_no"), callback_data=f"k:{user_id}")]])
 
 
 def settings_text(settings: ConvertSettings, lang: str) -> str:

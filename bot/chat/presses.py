@@ -165,7 +165,8 @@ async def option_button(pressed: Pressed) -> None:
     current = await chat_settings(st, chat_id)
     with contextlib.suppress(TelegramError):  # pressed twice: "message is not modified"
         await query.edit_message_text(keyboards.settings_text(current, lang),
-                                      reply_markup=keyboards.settings_keyboard(current, lang))
+                                      reply_markup=keyboards.settings_keyboard(
+                                          current, lang, chat_id if query.message.chat.type == "private" else None))
 
 
 async def unknown_button(pressed: Pressed) -> None:

@@ -72,6 +72,13 @@ class Limits:
                 return left, Refusal("quota_reached", {"count": self.per_day})
         return photos, None
 
+    async def used(self, user_id: int, now: float | None = None) -> tuple[int, int]:
+        """What the user used of the limits: photos asked for in the last minute (the rate) and photos
+        drawn today (the quota). /forget keeps these under a one-way key (bot/flow/forgetting.py)."""
+        now = time.time() if now is None else now
+        return (await self.journal.photos_since(user_id, now - 60, COUNTED_PER_MINUTE),
+                await self.journal.drawn_since(user_id, now - now % 86400))
+
     async def quota_left(self, user_id: int, now: float | None = None) -> int | None:
         """Photos the user may still have drawn today, counting their unanswered jobs as drawn; below
         zero once a job counts more than was left; None when no quota applies (none set, or an admin)."""

@@ -39,8 +39,9 @@ class FlowSettings:
 class Admission:
     """The per-user counts of photos in flight, and the checks a request passes to be taken on."""
 
-    def __init__(self, journal: Journal, pool: Pool, settings: FlowSettings) -> None:
+    def __init__(self, journal: Journal, pool: Pool, settings: FlowSettings, forgetting: set[int]) -> None:
         self.journal = journal
+        self.forgetting = forgetting  # users being forgotten (bot/flow/running.py)
         self.pool = pool
         self.settings = settings
         self.limits = settings.limits
@@ -67,6 +68,9 @@ class Admission:
         if await self.journal.job_state(req.job_id) is not None:
             log.info("job %s: already taken on; its update came again", req.job_id)
             return None
+        if req.user_id in self.forgetting:  # not written down: it would name them again
+            log.info("job %s: refused while its user is being forgotten", req.job_id)
+            return Refusal("forgetting", {})
         n = req.units
         parts = [s.message_id for s in req.sources if s.message_id is not None]
         album = (req.album, parts) if req.album else None  # all of them, even those the quota leaves out

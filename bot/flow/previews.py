@@ -98,6 +98,8 @@ class Sheets:
                 lambda: compose(original + [(label, path.read_bytes()) for label, path in tiles]))
             key = sheet_key_of(self.styles, req, done[0].sha256) + ("~partial" if failed else "")
             sheet = await self.cache.put(key, done[0].sha256, SHEET_STYLE, data, w, h)
+        if not src.sample:  # a sheet of the user's photo holds a small copy of it: theirs, for /forget
+            await self.cache.hold(req.user_id, sheet.key.split(":", 1)[0], sheet.key)
         message = await self.replies.sheet(req, sheet, missing=len(failed))
         return [(Drawn(src, sheet.key.split(":", 1)[0], SHEET_STYLE, sheet, from_cache=not done), message)]
 

@@ -43,6 +43,11 @@ log = logging.getLogger("animebot.jobs")
 DOWNLOAD_LIMIT = 20 * 1024 * 1024  # the Bot API's getFile limit
 CLIP_REVISION = 1  # raise when a change to the clip pipeline changes its results (a new cache key)
 
+class DrawingStopped(Exception):
+    """What a request waiting for another's drawing of the same result gets when that request was
+    stopped: it draws the photo itself (its own stop is a CancelledError, as ever)."""
+
+
 Fetched = dict[Source, "asyncio.Task[bytes]"]  # each photo of a request downloaded once, however many styles
 
 
@@ -90,18 +95,31 @@ class Results:
             metrics.CACHE_LOOKUPS.labels("hit").inc()
             return hit
         if (drawing := self._drawing.get(key)) is not None:
+            try:
+                result = await asyncio.shield(drawing)
+            except DrawingStopped:
+                return None  # the request drawing it was stopped (/forget, a stop), not this one: draw it here
             await self.cache.bump("cache_hits")
             metrics.CACHE_LOOKUPS.labels("hit").inc()
-            return await asyncio.shield(drawing)
+            return result
         return None
 
     async def result(self, req: Request, src: Source, style: str, job: RunningJob, status: Status,
                      reservation: Reservation | None, fetched: Fetched) -> Drawn:
-        """One photo's result in one style, from the cache, from the same drawing under way, or drawn.
+        """One photo's result in one style, from the cache, from the same drawing under way, or drawn;
+        noted as the user's (their photo and this result of it), for /forget.
 
         A new request has its queue places reserved (at take-on); a
         recovered one was promised an answer, so it waits for room instead.
         """
+        drawn = await self._result(req, src, style, job, status, reservation, fetched)
+        if not src.sample:  # the registry's sample photo is the bot's own, nobody's to forget
+            await self.cache.hold(req.user_id, drawn.sha256)
+            await self.cache.hold(req.user_id, drawn.sha256, drawn.result.key)
+        return drawn
+
+    async def _result(self, req: Request, src: Source, style: str, job: RunningJob, status: Status,
+                      reservation: Reservation | None, fetched: Fetched) -> Drawn:
         if style not in self.styles.names:  # a recovered request of a style uninstalled since
             raise Failed("style_unavailable")
         sha = await self.known_sha(src)
@@ -112,6 +130,7 @@ class Results:
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         if src.file_unique_id:
             await self.cache.remember_upload(src.file_unique_id, sha, src.file_id)
+            await self.cache.hold(req.user_id, sha)  # theirs even if it is never drawn
         kind = await asyncio.to_thread(_kind_of, src, data)
         if req.preview and kind != "photo":  # a last "photo" remembered by an older release: a clip
             raise Failed("preview_needs_photo")
@@ -153,7 +172,7 @@ class Results:
             drawing.set_result(stored)
             return Drawn(src, sha, style, stored, from_cache=False, animated=animated, units=units, notes=notes)
         except asyncio.CancelledError:
-            drawing.cancel()
+            drawing.set_exception(DrawingStopped())
             raise
         except BaseException as exc:
             drawing.set_exception(exc)

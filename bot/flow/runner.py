@@ -54,10 +54,10 @@ class JobRunner:
         self.journal = journal
         self.replies = replies
         self.settings = settings
-        self.admission = Admission(journal, pool, settings)
+        self.jobs = RunningJobs(pool)
+        self.admission = Admission(journal, pool, settings, self.jobs.forgetting)
         self.results = Results(bot, pool, cache, journal, styles, settings, self.admission)
         self.sheets = Sheets(cache, styles, replies, self.results)
-        self.jobs = RunningJobs(pool)
         self.recovery = Recovery(bot, pool, journal, replies, self.jobs, self._resume)
         self._stopping = False
 
@@ -102,6 +102,10 @@ class JobRunner:
             await self._answer(req, recovered=True, reservation=None)
 
     async def _answer(self, req: Request, recovered: bool, reservation: Reservation | None) -> None:
+        # A job whose user said /forget meanwhile is not answered: its row is gone, or about to go.
+        if await self.journal.job_state(req.job_id) is None or req.user_id in self.jobs.forgetting:
+            log.info("job %s: not answered; its user asked to be forgotten", req.job_id)
+            return
         started = time.monotonic()
         lite = self.settings.fast_styles.get(req.style)
         if lite and not req.as_document and not req.styles and not req.preview and self.pool.waiting >= \

@@ -34,6 +34,8 @@ class RunningJobs:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
         self._jobs: dict[str, RunningJob] = {}
+        # Users being forgotten (/forget): none of their jobs starts until that is done.
+        self.forgetting: set[int] = set()
 
     @contextlib.contextmanager
     def running(self, job_id: str, user_id: int) -> Iterator[RunningJob]:
@@ -48,6 +50,15 @@ class RunningJobs:
 
     def all(self) -> list[RunningJob]:
         return list(self._jobs.values())
+
+    async def stop_all_of(self, user_id: int) -> int:
+        """/forget: stop every job of ``user_id`` where it is (waiting, downloading, drawing) and wait
+        until each has ended; return how many there were. Their photos leave the pool with them."""
+        tasks = [job.task for job in self._jobs.values() if job.user_id == user_id]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
 
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button: stop a job's drawing (queued, or a clip on a local worker). Returns what to

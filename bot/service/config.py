@@ -70,6 +70,9 @@ class Config:
     # A graceful stop waits this long for photos already being drawn; Docker's
     # stop grace period must be longer (docker-compose.yml gives 60 s).
     stop_wait_s: float = 30.0
+    # Results, records of photos, stored requests and update contents older than this are deleted
+    # (storage/retention.py); /forget deletes one user's at once.
+    keep_days: int = 30
     # Webhook mode instead of polling when webhook_url is set.
     webhook_url: str | None = None
     webhook_listen: str = "0.0.0.0"
@@ -132,6 +135,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         rate_per_minute=_int(env, "ANIMEBOT_RATE_PER_MINUTE", Config.rate_per_minute, 0, 100_000),
         daily_quota=_int(env, "ANIMEBOT_DAILY_QUOTA", Config.daily_quota, 0, 10_000_000),
         allowlist=_ids(env.get("ANIMEBOT_ALLOWLIST", ""), "ANIMEBOT_ALLOWLIST"),
+        keep_days=_int(env, "ANIMEBOT_KEEP_DAYS", Config.keep_days, 1, 3650),
         stop_wait_s=float(_int(env, "ANIMEBOT_STOP_WAIT", int(Config.stop_wait_s), 0, 3600)),
         webhook_url=_webhook_url(webhook_url or env.get("ANIMEBOT_WEBHOOK_URL", "").strip() or None),
         webhook_listen=env.get("ANIMEBOT_WEBHOOK_LISTEN", "").strip() or Config.webhook_listen,

@@ -32,6 +32,7 @@ from bot.updates.polling import MAX_BACKOFF_S, poll
 from bot.service.state import close_state, open_state
 from bot.styles import Styles
 from bot.updates.webhook import WebhookServer
+from storage.retention import sweep
 
 log = logging.getLogger("animebot")
 
@@ -95,11 +96,13 @@ async def _initialize(app: Application, stop: asyncio.Event) -> bool:
 async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyncio.Event) -> None:
     """Recover, take updates until told to stop, then stop gracefully."""
     intake = Intake(app, st.runner.journal)
+    if st.forgetting is not None:  # before any job resumes: a forgotten user's must not
+        await st.forgetting.finish_pending()
     resumed = await st.runner.recover()
     replayed = await intake.replay()
     if resumed or replayed:
         log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
-    chores = asyncio.create_task(_chores(st, cfg.home))
+    chores = asyncio.create_task(_chores(st, cfg.home, cfg.keep_days * 86400.0))
     server, poller = None, None
     try:
         metrics.watch(st.runner.pool)
@@ -152,9 +155,10 @@ def _health_report(st: BotState) -> dict[str, object]:
     return {"ok": ok, "workers": workers, "running": pool.running, "waiting": pool.waiting}
 
 
-async def _chores(st: BotState, home: Path) -> None:
+async def _chores(st: BotState, home: Path, keep_s: float) -> None:
     """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up),
-    with our pid so that a killed bot is seen at once; every hour, forget old journal rows."""
+    with our pid so that a killed bot is seen at once; every hour, forget old journal rows and
+    delete what is older than ``ANIMEBOT_KEEP_DAYS`` (storage/retention.py)."""
     beat = heartbeat_path(home)
     last_prune = 0.0
     while True:
@@ -162,6 +166,11 @@ async def _chores(st: BotState, home: Path) -> None:
             beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
         if time.monotonic() - last_prune > PRUNE_EVERY_S:
             await st.runner.journal.prune()
+            swept = await sweep(home / "bot.db", st.cache.results_dir, keep_s)
+            if swept:
+                log.info("retention: deleted %d result(s), %d photo record(s), %d request(s), %d update content(s)"
+                         " and %d stray file(s) older than %.0f day(s)", swept.results, swept.photos, swept.requests,
+                         swept.updates, swept.stray_files, keep_s / 86400)
             last_prune = time.monotonic()
         await asyncio.sleep(HEALTH_BEAT_S)
 

@@ -20,6 +20,7 @@ from bot.chat.context import BotState
 from bot.service.config import Config
 from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
+from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
 from bot.chat.photos import on_album
 from bot.drawing.local.pool import LocalPool
@@ -29,6 +30,7 @@ from bot.styles import Styles
 from inference.drawer import DrawerSpec
 from storage.buttons import ResultButtons
 from storage.cache import Cache
+from storage.erasure import Erasures
 from storage.journal import Journal
 
 log = logging.getLogger("animebot")
@@ -36,9 +38,11 @@ log = logging.getLogger("animebot")
 PRIVATE_COMMANDS = {
     "en": [("start", "what this bot does"), ("style", "see every style and choose one"),
            ("settings", "faces, strength, keep colours"), ("lang", "language"),
-           ("help", "how to use it"), ("about", "credits and model licences")],
+           ("help", "how to use it"), ("about", "credits and model licences"),
+           ("privacy", "what is kept, and for how long"), ("forget", "delete everything kept about you")],
     "zh": [("start", "这个机器人能做什么"), ("style", "查看并选择画风"), ("settings", "人脸、强度、保留颜色"),
-           ("lang", "语言"), ("help", "使用方法"), ("about", "致谢与模型许可")],
+           ("lang", "语言"), ("help", "使用方法"), ("about", "致谢与模型许可"),
+           ("privacy", "保存了什么、保存多久"), ("forget", "删除关于你的全部数据")],
 }
 GROUP_COMMANDS = {
     "en": [("anime", "reply to a photo to draw it as anime"), ("settings", "how this group's photos are drawn"),
@@ -66,7 +70,9 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     replies = Replies(app.bot, cache, buttons, styles, cfg.video_max_s)
     runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
-    st = BotState(runner, cache, buttons, styles, albums, access)
+    forgetting = Forgetting(app.bot, runner, Erasures(cfg.home / "bot.db", cache.results_dir), limits)
+    st = BotState(runner, cache, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
+                  scaled_out=bool(cfg.broker_url))
     app.bot_data.state = st
     await _register_commands(app)
     log.info("bot @%s ready: styles %s (default %s), %s, queue %d (%d a person), max side %d",

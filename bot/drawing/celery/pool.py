@@ -297,15 +297,17 @@ class CeleryPool(Pool):
                 flight.claimed = False
 
     def _mark_answered(self, tasks: list[tuple[str, bool]]) -> None:
-        """Drop the results of tasks the bot is done with, and leave a marker in their place for as long
-        as Redis keeps results: a copy of the order that comes back from a dead worker is then skipped.
+        """Leave a marker for each task the bot is done with, for as long as Redis keeps results, then
+        drop their results: a copy of the order that comes back from a dead worker is skipped, and a
+        worker still drawing one (a photo whose user said /forget) stores nothing (bot/drawing/celery/task.py).
+        The marker goes first, so that a result stored after the drop is one its worker deletes.
         Those no worker had started are revoked as well, so that Celery's tools show them so."""
-        for task_id, _ in tasks:
-            AsyncResult(task_id, app=self._app).forget()
         with self._redis.pipeline(transaction=False) as pipe:
             for task_id, _ in tasks:
                 pipe.set(answered_key(task_id), "1", ex=RESULT_EXPIRES_S)
             pipe.execute()
+        for task_id, _ in tasks:
+            AsyncResult(task_id, app=self._app).forget()
         unstarted = [task_id for task_id, started in tasks if not started]
         if unstarted:
             self._app.control.revoke(unstarted)

@@ -74,9 +74,21 @@ def draw(task: Any, *args: object, **kwargs: object) -> Summarized:
         reply = _drawing.drawer.draw(order, beat.progress, lambda: beat.cancel_asked == task_id)
     finally:
         beat.drawing(None)
+    if beat.answered(task_id):  # the bot stopped waiting meanwhile (a /forget, a stop): keep nothing of it
+        log.info("task %s (job %s): no longer wanted; its result is not stored", task_id, order.job_id)
+        raise Ignore()
     if isinstance(reply, WorkFailed):
         log.info("task %s (job %s) failed: %s: %s", task_id, order.job_id, reply.code, reply.message)
     else:
         log.info("task %s (job %s): %s drawn in %.2f s", task_id, order.job_id, order.style,
                  time.perf_counter() - started)
     return Summarized(result_to_message(reply), result_summary(reply))
+
+
+def drop_unwanted(task_id: str, task: Any, **_: Any) -> None:
+    """Connected to Celery's ``task_postrun``, which comes after the result is stored: a result the bot
+    stopped waiting for in between the look in :func:`draw` and the store is deleted here. The bot marks
+    a task answered before it deletes its result (bot/drawing/celery/pool.py), so either it deletes this
+    result or this sees its mark: none waits in Redis for ``result_expires``."""
+    if _drawing is not None and task.name == TASK_NAME and _drawing.heartbeat.answered(task_id):
+        task.backend.forget(task_id)

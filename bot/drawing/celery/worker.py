@@ -55,6 +55,7 @@ def run_worker(cfg: WorkerConfig) -> int:
     starter = _ProcessStart(DrawerSpec(cfg.home, cfg.backend, cfg.threads, preload), node, cfg.broker_url,
                             os.getpid())
     signals.worker_process_init.connect(starter, weak=False)
+    signals.task_postrun.connect(task.drop_unwanted, weak=False)
     log.info("animebot worker %s: %d process(es) x %d thread(s), %s, preloading %s", node, cfg.concurrency,
              cfg.threads, cfg.backend, preload)
     # Celery's heartbeats, gossip and mingle stay on, as Celery's tools expect; the bot itself

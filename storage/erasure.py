@@ -1,0 +1,210 @@
+"""/forget in the database and the result files: everything the bot keeps about one user, deleted.
+
+A user's data is spread over the one SQLite file: their results and the files behind them, the
+photos they sent (``uploads``), the buttons under their results, their preferences, their requests
+(``jobs``, ``album_parts``) and the updates Telegram sent about them. ``holdings`` says which
+photos and results each user asked for, so a result that another user asked for too stays, and
+only this user's link to it goes.
+
+The deleting runs on a connection of its own, in one ``BEGIN IMMEDIATE`` transaction: the bot's
+other requests share the main connection, and one of them committing halfway must not make half
+an erasure visible, nor slip a new link to a photo in between the look and the delete. An
+erasure is first written down (:meth:`Erasures.begin`) and crossed out only once the user was
+told (:meth:`Erasures.finish`), so a restart in between finishes it; running it twice deletes
+nothing more the second time. With ``secure_delete`` on and the write-ahead log truncated at the
+end, the deleted rows cannot be read from the file either.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import aiosqlite
+
+
+@dataclass(frozen=True)
+class Erased:
+    """What one erasure deleted, for the sentence that tells the user."""
+
+    results: int = 0  # results deleted, with their files
+    kept: int = 0  # results another user asked for too: only this user's link to each went
+    photos: int = 0  # photos whose records went (what Telegram calls them, their hash)
+    requests: int = 0  # stored requests (journal jobs)
+    updates: int = 0  # journal rows of their updates whose contents were deleted
+    buttons: int = 0  # result buttons
+    settings: bool = False  # their style, language and drawing options
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """A /forget being carried out: whose data, and where to say that it is done."""
+
+    update_id: int  # the update that confirmed it
+    user_id: int
+    chat_id: int
+    lang: str
+    message_id: int | None = None  # the confirmation message, edited into the answer
+    erased: Erased | None = None  # what was deleted, once it was
+
+
+async def connect(db_path: Path) -> aiosqlite.Connection:
+    """A connection of the erasing's own, set up as the bot's: WAL, and deleted bytes overwritten."""
+    db = await aiosqlite.connect(db_path, timeout=30, isolation_level=None)  # transactions by hand
+    await db.execute("PRAGMA journal_mode=WAL")
+    await db.execute("PRAGMA synchronous=NORMAL")
+    await db.execute("PRAGMA secure_delete=ON")
+    return db
+
+
+async def drop_results(db: aiosqlite.Connection, results_dir: Path, where: str, params: Iterable[object]) -> int:
+    """Delete the results ``where`` picks, their files first: a crash in between leaves rows whose
+    file is gone, which the cache drops when it meets them, never a file that no row names."""
+    async with db.execute(f"SELECT filename FROM results WHERE {where}", tuple(params)) as cur:
+        names = [row[0] for row in await cur.fetchall()]
+    for name in names:
+        (results_dir / name).unlink(missing_ok=True)
+    await db.execute(f"DELETE FROM results WHERE {where}", tuple(params))
+    return len(names)
+
+
+async def truncate_log(db: aiosqlite.Connection) -> None:
+    """Fold the write-ahead log into the file and empty it: the log keeps old copies of the pages
+    it changed, deleted rows among them, until then. Busy readers make it a no-op, done again next time."""
+    await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+class Erasures:
+    """The erasures of one database; each call opens and closes its own connection."""
+
+    def __init__(self, db_path: Path, results_dir: Path) -> None:
+        self.db_path = db_path
+        self.results_dir = results_dir
+
+    async def begin(self, erasure: Erasure) -> None:
+        """Write the erasure down before anything is deleted (a confirmation that comes again is one)."""
+        db = await connect(self.db_path)
+        try:
+            await db.execute("INSERT OR IGNORE INTO erasures (update_id, user_id, chat_id, lang, message_id)"
+                             " VALUES (?, ?, ?, ?, ?)", (erasure.update_id, erasure.user_id, erasure.chat_id,
+                                                         erasure.lang, erasure.message_id))
+        finally:
+            await db.close()
+
+    async def pending(self) -> list[Erasure]:
+        """Erasures a crash or a stop interrupted, oldest first."""
+        db = await connect(self.db_path)
+        try:
+            async with db.execute("SELECT update_id, user_id, chat_id, lang, message_id, summary FROM erasures"
+                                  " ORDER BY update_id") as cur:
+                rows = await cur.fetchall()
+        finally:
+            await db.close()
+        return [Erasure(r[0], r[1], r[2], r[3], r[4], Erased(**json.loads(r[5])) if r[5] else None) for r in rows]
+
+    async def erase(self, erasure: Erasure, who: str, asked: int, drawn: int) -> Erased:
+        """Delete everything kept about ``erasure.user_id`` but the erasure itself, and note what went.
+
+        ``who``, ``asked`` and ``drawn`` are the one-way key and the counts that keep the user's
+        limits where they were (storage/journal.py, ``who``)."""
+        uid = erasure.user_id
+        db = await connect(self.db_path)
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            try:
+                erased = await self._erase(db, uid, erasure.update_id)
+                await db.execute("DELETE FROM spent WHERE who = ?", (who,))  # counted in asked and drawn
+                if asked or drawn:
+                    await db.execute("INSERT INTO spent (who, at, asked, drawn) VALUES (?, ?, ?, ?)",
+                                     (who, time.time(), asked, drawn))
+                await db.execute("UPDATE erasures SET summary = ? WHERE update_id = ?",
+                                 (json.dumps(asdict(erased)), erasure.update_id))
+                await db.execute("COMMIT")
+            except BaseException:
+                await db.execute("ROLLBACK")
+                raise
+            await truncate_log(db)
+        finally:
+            await db.close()
+        return erased
+
+    async def finish(self, erasure: Erasure) -> None:
+        """The user was told: cross the erasure out, and with it the contents of the update that asked."""
+        db = await connect(self.db_path)
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            await db.execute("DELETE FROM erasures WHERE update_id = ?", (erasure.update_id,))
+            await db.execute("UPDATE updates SET payload = '' WHERE update_id = ?", (erasure.update_id,))
+            await db.execute("COMMIT")
+            await truncate_log(db)
+        finally:
+            await db.close()
+
+    async def _erase(self, db: aiosqlite.Connection, uid: int, asking_update: int) -> Erased:
+        async with db.execute("SELECT content_sha256, result_key FROM holdings WHERE user_id = ?", (uid,)) as cur:
+            held = await cur.fetchall()
+        await db.execute("DELETE FROM holdings WHERE user_id = ?", (uid,))
+        results = kept = photos = buttons = 0
+        for key in sorted({key for _, key in held if key}):
+            if await _held(db, "result_key", key):
+                kept += 1
+            else:
+                results += await drop_results(db, self.results_dir, "key = ?", (key,))
+        for sha in sorted({sha for sha, _ in held}):
+            if await _held(db, "content_sha256", sha):  # someone else sent it too: only this user's buttons go
+                continue
+            results += await drop_results(db, self.results_dir, "content_sha256 = ?", (sha,))
+            photos += (await db.execute("DELETE FROM uploads WHERE content_sha256 = ?", (sha,))).rowcount > 0
+            buttons += (await db.execute("DELETE FROM buttons WHERE content_sha256 = ?", (sha,))).rowcount
+            await db.execute("UPDATE users SET last_photo = NULL WHERE last_photo = ?", (sha,))
+        buttons += (await db.execute("DELETE FROM buttons WHERE chat_id = ?", (uid,))).rowcount
+        settings = (await db.execute("DELETE FROM users WHERE user_id = ?", (uid,))).rowcount > 0
+        settings |= (await db.execute("DELETE FROM render_prefs WHERE owner_id = ?", (uid,))).rowcount > 0
+        await db.execute("DELETE FROM album_parts WHERE chat_id = ? OR job_id IN (SELECT job_id FROM jobs"
+                         " WHERE user_id = ?)", (uid, uid))
+        requests = (await db.execute("DELETE FROM jobs WHERE user_id = ?", (uid,))).rowcount
+        updates = await _clear_updates(db, uid, asking_update)
+        return Erased(results, kept, photos, requests, updates, buttons, settings)
+
+
+async def _held(db: aiosqlite.Connection, column: str, value: str) -> bool:
+    """Whether any user (the one being forgotten no longer) holds this photo or result."""
+    async with db.execute(f"SELECT 1 FROM holdings WHERE {column} = ? LIMIT 1", (value,)) as cur:
+        return await cur.fetchone() is not None
+
+
+async def _clear_updates(db: aiosqlite.Connection, uid: int, asking_update: int) -> int:
+    """Empty the stored updates that name the user; the update ids stay (they are what makes an update
+    handled once). Their own updates are marked handled too, so that a restart replays none of them
+    (their jobs were stopped first). Another user's update that names them (a reply in a group) is
+    kept whole until it was handled: that user's request needs it, and handled updates are pruned within
+    the hour. The update asking to forget keeps its contents while it runs (:meth:`Erasures.finish`)."""
+    named = re.compile(rf"(?<![\w.]){uid}(?![\w.])")
+    async with db.execute("SELECT update_id, payload, handled FROM updates WHERE payload != ''") as cur:
+        rows = await cur.fetchall()
+    cleared = 0
+    for update_id, payload, handled in rows:
+        if update_id == asking_update or not named.search(payload):
+            continue
+        theirs = _sender(payload) == uid
+        if handled or theirs:
+            await db.execute("UPDATE updates SET payload = '', handled = 1 WHERE update_id = ?", (update_id,))
+            cleared += 1
+    return cleared
+
+
+def _sender(payload: str) -> int | None:
+    """Who sent an update: a message's sender, or who pressed a button."""
+    try:
+        update = json.loads(payload)
+    except ValueError:
+        return None
+    for kind in ("message", "edited_message", "callback_query"):
+        sender = (update.get(kind) or {}).get("from") or {}
+        if "id" in sender:
+            return int(sender["id"])
+    return None
+

@@ -1,0 +1,80 @@
+"""The retention sweep: nothing about a photo outlives ``ANIMEBOT_KEEP_DAYS``.
+
+Results (and the files behind them), the records of the photos people sent, the buttons under
+results, who asked for what, stored requests and the contents of stored updates are deleted once
+they are older than the operator's bound, whoever they belong to; the cache's size cap still
+evicts earlier. Preferences (a user's style and language) are not about a photo and stay until
+/forget. A file under ``results/`` that no row names (one a crash left half-written, or whose row
+went first) is deleted once it is an hour old, which is long past any write in progress.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage.erasure import connect, drop_results, truncate_log
+
+STRAY_FILE_S = 3600.0  # a file no row names, this old, is not one being written
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What one sweep deleted, for its log line."""
+
+    results: int
+    photos: int
+    requests: int
+    updates: int
+    stray_files: int
+
+    def __bool__(self) -> bool:
+        return any((self.results, self.photos, self.requests, self.updates, self.stray_files))
+
+
+async def sweep(db_path: Path, results_dir: Path, keep_s: float, now: float | None = None) -> Swept:
+    """Delete what is older than ``keep_s`` seconds, in one transaction, and stray result files."""
+    now = time.time() if now is None else now
+    cutoff = now - keep_s
+    db = await connect(db_path)
+    try:
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            results = await drop_results(db, results_dir, "created_at < ?", (cutoff,))
+            photos = (await db.execute("DELETE FROM uploads WHERE seen_at < ?", (cutoff,))).rowcount
+            await db.execute("DELETE FROM buttons WHERE created_at < ?", (cutoff,))
+            await db.execute("DELETE FROM holdings WHERE used_at < ?", (cutoff,))
+            await db.execute("UPDATE users SET last_photo = NULL WHERE last_photo IS NOT NULL"
+                             " AND last_photo NOT IN (SELECT content_sha256 FROM uploads)")
+            # An open job is still to be answered, whatever its age: its request stays until it is.
+            requests = (await db.execute("DELETE FROM jobs WHERE created_at < ? AND state NOT IN ('queued', 'running')",
+                                         (cutoff,))).rowcount
+            await db.execute("DELETE FROM album_parts WHERE job_id NOT IN (SELECT job_id FROM jobs)")
+            # Telegram keeps an update for a day; one still unhandled after this long is past answering.
+            updates = (await db.execute("UPDATE updates SET payload = '', handled = 1 WHERE received_at < ?"
+                                        " AND payload != ''", (cutoff,))).rowcount
+            async with db.execute("SELECT filename FROM results") as cur:
+                named = {row[0] for row in await cur.fetchall()}
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+        stray = _drop_stray_files(results_dir, named, now)
+        await truncate_log(db)
+    finally:
+        await db.close()
+    return Swept(results, photos, requests, updates, stray)
+
+
+def _drop_stray_files(results_dir: Path, named: set[str], now: float) -> int:
+    dropped = 0
+    for path in results_dir.rglob("*"):
+        if not path.is_file() or path.relative_to(results_dir).as_posix() in named:
+            continue
+        try:
+            if now - path.stat().st_mtime > STRAY_FILE_S:
+                path.unlink()
+                dropped += 1
+        except FileNotFoundError:  # gone meanwhile
+            continue
+    return dropped
