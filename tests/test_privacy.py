@@ -1,0 +1,176 @@
+"""A user's photos are theirs: /forget deletes what the bot keeps about them, /privacy says what that is.
+
+One real bot (the tiny generator, a real worker process, real SQLite) serves the module through the
+fake Bot API; each test plays users of its own. After a /forget the bot's home is read as a
+stranger checking it would: every file byte by byte, every row of every table (testkit/privacy.py).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_in_process import InProcessBot, serving
+from testkit.fake_telegram import Call, FakeTelegram
+from testkit.journal import drawn_by, journal_rows, settled
+from testkit.privacy import files_holding, rows_naming, traces_of
+from testkit.replies import buttons, first_answer
+from tests.conftest import synthetic_photo
+from weights.store import ModelStore
+
+ADMIN = 770009001
+QUOTA = 3
+BOT_ENV = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_ADMINS": str(ADMIN),
+           "ANIMEBOT_DAILY_QUOTA": str(QUOTA), "ANIMEBOT_RATE_PER_MINUTE": "0"}
+
+
+@pytest.fixture(scope="module")
+def served(tiny_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
+    with serving(tmp_path_factory.mktemp("privacy"), tiny_store.home, **BOT_ENV) as both:
+        yield both
+
+
+def drawn(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], data: bytes, **kw: Any
+          ) -> tuple[dict[str, Any], Call]:
+    """A user sends a photo and gets it back drawn."""
+    photo = fake.photo_message(chat, user, data, **kw)
+    return photo, first_answer(fake, photo, "sendPhoto", timeout=120)
+
+
+def text_after(fake: FakeTelegram, chat_id: int, before: int, starts: str, method: str = "sendMessage") -> Call:
+    return fake.wait_for(lambda: [c for c in fake.calls_to(method, chat_id)[before:]
+                                  if str(c.params.get("text", "")).startswith(starts)], 60, starts)[0]
+
+
+def forget(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], command: str = "/forget") -> str:
+    """Say /forget, press the confirming button, and return what the bot says it deleted."""
+    asked = len(fake.messages_to(chat["id"]))
+    fake.text_message(chat, user, command)
+    question = text_after(fake, chat["id"], asked, "Delete everything")
+    yes = next(d for d in buttons(question) if d.startswith("E:"))
+    edits = len(fake.calls_to("editMessageText", chat["id"]))
+    fake.press(user, question.result, yes)
+    return str(text_after(fake, chat["id"], edits, "Done.", "editMessageText").params["text"])
+
+
+def test_after_forget_nothing_in_the_home_names_the_user_their_photo_or_its_result(
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
+    bot, fake = served
+    chat, user = private_chat(770001001)
+    data = synthetic_photo(seed=2701)
+    photo, answer = drawn(fake, chat, user, data, caption="me at the beach, Alice Example")
+    full = next(d for d in buttons(answer) if d.startswith("f:"))
+    fake.press(user, answer.result, full)
+    document = fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 60)[0]
+    fake.text_message(chat, user, "/settings")
+    menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "reply_markup" in c.params], 60)[0]
+    assert any(d.startswith("e:") for d in buttons(menu)), "/settings offers to delete one's data"
+    fake.press(user, menu.result, "o:strength:50")
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    traces = traces_of(fake, photo, answer, hashlib.sha256(data).hexdigest(), user["id"])
+    traces = type(traces)(traces.texts + (document.result["document"]["file_id"],), traces.user_id, traces.result)
+    assert rows_naming(bot.home, traces), "the bot keeps what the test looks for (else the scan proves nothing)"
+    assert files_holding(bot.home, traces.result)
+
+    said = forget(fake, chat, user)
+    assert "results, with their files: 1" in said and "records of photos you sent: 1" in said
+    assert "your style, language and drawing settings" in said and "delete the chat" in said
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+
+    assert files_holding(bot.home, traces.result, traces.texts) == []
+    assert rows_naming(bot.home, traces) == []
+    assert "Alice Example" not in bot.log() and "beach" not in bot.log()
+    assert not any(text in bot.log() for text in traces.texts if text.startswith("FILE")), "no file id is logged"
+
+
+def test_a_result_another_user_asked_for_too_stays_theirs(served: tuple[InProcessBot, FakeTelegram]) -> None:
+    bot, fake = served
+    (chat_a, alice), (chat_b, bob) = private_chat(770001101), private_chat(770001102)
+    data = synthetic_photo(seed=2702)
+    photo_a, answer_a = drawn(fake, chat_a, alice, data)
+    sent = fake.files[photo_a["photo"][-1]["file_id"]]
+    _, answer_b = drawn(fake, chat_b, bob, data, same_file=sent)  # forwarded: the same Telegram file
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+
+    said = forget(fake, chat_a, alice)
+    assert "Someone else asked for the same result 1 time(s)" in said
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    traces = traces_of(fake, photo_a, answer_a, hashlib.sha256(data).hexdigest(), alice["id"])
+    assert [r for r in rows_naming(bot.home, traces) if r.endswith(f"user {alice['id']}")] == []
+    # Bob's buttons still work on his result, and a repeat of his comes from the cache, drawn nothing.
+    fake.press(bob, answer_b.result, next(d for d in buttons(answer_b) if d.startswith("f:")))
+    document = fake.wait_for(lambda: fake.calls_to("sendDocument", chat_b["id"]), 60)[0]
+    assert fake.sent_file(document, "document")
+    again = fake.photo_message(chat_b, bob, data, same_file=sent)
+    first_answer(fake, again, "sendPhoto", timeout=60)
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, bob["id"]) == 0  # his first was Alice's drawing, shared
+
+
+def test_after_forget_a_repeat_is_drawn_again_and_the_daily_quota_is_where_it_was(
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
+    bot, fake = served
+    chat, user = private_chat(770001201)
+    first, second, third = (synthetic_photo(seed=s) for s in (2711, 2712, 2713))
+    drawn(fake, chat, user, first)
+    drawn(fake, chat, user, second)
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, user["id"]) == 2
+    forget(fake, chat, user)
+    assert drawn_by(bot.home, user["id"]) == 0  # the rows are gone...
+
+    _, again = drawn(fake, chat, user, first)
+    assert "photo" in again.files, "drawn and uploaded anew, not sent again by the file id of the forgotten one"
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert drawn_by(bot.home, user["id"]) == 1
+    over = fake.photo_message(chat, user, third)  # ...but 2 + 1 drawn today: the quota of 3 is used up
+    assert "today's limit of 3 photos" in str(first_answer(fake, over, timeout=60).params.get("text"))
+
+
+def test_forget_is_private_confirmed_by_its_owner_and_open_to_admins(served: tuple[InProcessBot, FakeTelegram]) -> None:
+    bot, fake = served
+    chat, user = private_chat(770001301)
+    other_chat, other = private_chat(770001302)
+    admin_chat, admin = private_chat(ADMIN)
+    group = group_chat(770001309)
+
+    before = len(fake.messages_to(group["id"]))
+    fake.text_message(group, user, "/forget")
+    text_after(fake, group["id"], before, "Send /forget to me in a private chat")
+
+    before = len(fake.messages_to(other_chat["id"]))
+    fake.text_message(other_chat, other, f"/forget {user['id']}")
+    text_after(fake, other_chat["id"], before, "Only this bot's admins can delete someone else's data")
+
+    drawn(fake, chat, user, synthetic_photo(seed=2721))
+    asked = len(fake.messages_to(chat["id"]))
+    fake.text_message(chat, user, "/forget")
+    question = text_after(fake, chat["id"], asked, "Delete everything")
+    alerts = len(fake.calls_to("answerCallbackQuery"))
+    fake.press(other, question.result, f"E:{user['id']}")  # a forged press by someone else
+    alert = fake.wait_for(lambda: fake.calls_to("answerCallbackQuery")[alerts:], 60)[0]
+    assert "belongs to someone else" in str(alert.params.get("text")) and alert.params.get("show_alert")
+    edits = len(fake.calls_to("editMessageText", chat["id"]))
+    fake.press(user, question.result, f"k:{user['id']}")
+    text_after(fake, chat["id"], edits, "Nothing was deleted.", "editMessageText")
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert journal_rows(bot.home, "SELECT 1 FROM holdings WHERE user_id = ?", user["id"])
+
+    said = forget(fake, admin_chat, admin, f"/forget {user['id']}")
+    assert said.startswith(f"Done. I deleted everything kept about user {user['id']}")
+    assert journal_rows(bot.home, "SELECT 1 FROM holdings WHERE user_id = ?", user["id"]) == []
+    assert f"user {user['id']}" in bot.log() and "forget" in bot.log()
+
+
+def test_privacy_says_what_is_kept_for_how_long_in_english_and_chinese(served: tuple[InProcessBot, FakeTelegram]) -> None:
+    _, fake = served
+    for uid, lang, words in ((770001401, "en", ("30 days", "/forget", "/stats")),
+                             (770001402, "zh", ("30 天", "/forget", "/stats"))):
+        chat, user = private_chat(uid, lang)
+        fake.text_message(chat, user, "/privacy")
+        text = str(fake.wait_for(lambda: fake.messages_to(chat["id"]), 60)[0].params["text"])
+        assert all(w in text for w in words), text
+        assert "Redis" not in text  # an embedded bot has no broker to speak of
