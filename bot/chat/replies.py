@@ -274,6 +274,6 @@ class Replies:
             try:
                 return await retrying(what, lambda: send(file_id))
             except BadRequest as exc:
-                log.info("job %s: file_id of %s refused (%s); uploading", req.job_id, res.key[:16], exc.message)
+                log.info("job %s: %s's file_id refused (%s); uploading", req.job_id, res.key.split(":")[1], exc.message)
         data = await asyncio.to_thread(res.path.read_bytes)
         return await retrying(what, lambda: send(data))

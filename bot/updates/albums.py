@@ -54,6 +54,6 @@ class AlbumCollector:
         except asyncio.CancelledError:  # a stop: the album's updates stay unhandled, to be replayed
             answered.cancel()
             raise
-        except Exception as exc:  # nobody awaits this task, so say it here
-            log.error("album %s: %s: %s", key[1], exc.__class__.__name__, exc)
+        except Exception:  # a bug, and nobody awaits this task: say it here, with its traceback
+            log.exception("album %s: failed unexpectedly", key[1])
         answered.set_result(None)

@@ -61,7 +61,8 @@ class Intake:
         try:
             update = Update.de_json(json.loads(payload), self.app.bot)
         except Exception as exc:  # Telegram sent something we cannot read: nothing to answer
-            log.error("update %s: unreadable (%s: %s); skipped", update_id, exc.__class__.__name__, exc)
+            # The error's class only: its text may quote the update (a caption, a name).
+            log.error("update %s: unreadable (%s); skipped", update_id, exc.__class__.__name__)
         else:
             await self.app.process_update(update)  # handler errors go to the error handler
         await self.journal.update_handled(update_id)
