@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_harness import group_chat, private_chat, start_bot
 from testkit.bot_in_process import InProcessBot, serving
-from testkit.fake_telegram import Call, FakeTelegram
+from testkit.fake_telegram import Call, FakeTelegram, flood
 from testkit.journal import drawn_by, journal_rows, settled
-from testkit.privacy import files_holding, rows_naming, traces_of
-from testkit.replies import buttons, first_answer
+from testkit.privacy import Traces, files_holding, rows_naming, traces_of
+from testkit.replies import answers, buttons, first_answer
+from testkit.worker_harness import held
 from tests.conftest import synthetic_photo
 from weights.store import ModelStore
 
@@ -174,3 +176,49 @@ def test_privacy_says_what_is_kept_for_how_long_in_english_and_chinese(served: t
         text = str(fake.wait_for(lambda: fake.messages_to(chat["id"]), 60)[0].params["text"])
         assert all(w in text for w in words), text
         assert "Redis" not in text  # an embedded bot has no broker to speak of
+
+
+def test_forget_stops_a_photo_being_drawn_and_keeps_nothing_of_it(served: tuple[InProcessBot, FakeTelegram]) -> None:
+    bot, fake = served
+    chat, user = private_chat(770001501)
+    data = synthetic_photo(seed=2731)
+    with held(*bot.worker_pids().values()):  # the drawing cannot finish before the /forget
+        photo = fake.photo_message(chat, user, data)
+        fake.wait_for(lambda: journal_rows(bot.home, "SELECT 1 FROM jobs WHERE user_id = ?", user["id"]), 60)
+        said = forget(fake, chat, user)
+    assert "photos being drawn, stopped: 1" in said
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert answers(fake, photo, "sendPhoto") == []
+    sha = hashlib.sha256(data).hexdigest()
+    assert journal_rows(bot.home, "SELECT 1 FROM results WHERE content_sha256 = ?", sha) == []
+    assert rows_naming(bot.home, Traces((sha, photo["photo"][-1]["file_id"]), user["id"], b"")) == []
+    # The worker, let go, drew it for nobody: the next photo is drawn as ever.
+    drawn(fake, chat, user, synthetic_photo(seed=2732))
+
+
+def test_a_restart_in_the_middle_of_a_forget_finishes_it(tiny_store: ModelStore, tmp_path: Path) -> None:
+    with FakeTelegram() as fake:
+        bot = start_bot(fake, tmp_path / "bot", tiny_store.home, **BOT_ENV)
+        try:
+            chat, user = private_chat(770001601)
+            data = synthetic_photo(seed=2741)
+            photo, answer = drawn(fake, chat, user, data)
+            fake.wait_for(lambda: settled(bot.home, fake), 60)
+            fake.text_message(chat, user, "/forget")
+            question = text_after(fake, chat["id"], 0, "Delete everything")
+            fake.inject("editMessageText", flood(120))  # "Deleting…" waits two minutes: the bot dies meanwhile
+            fake.press(user, question.result, f"E:{user['id']}")
+            fake.wait_for(lambda: journal_rows(bot.home, "SELECT user_id FROM erasures"), 60)
+            assert journal_rows(bot.home, "SELECT 1 FROM holdings WHERE user_id = ?", user["id"]), "not yet deleted"
+            bot.kill9()
+            bot = start_bot(fake, tmp_path / "bot", tiny_store.home, **BOT_ENV)
+            done = text_after(fake, chat["id"], 0, "Done.", "editMessageText")
+            assert "results, with their files: 1" in str(done.params["text"])
+            fake.wait_for(lambda: settled(bot.home, fake), 60)
+            traces = traces_of(fake, photo, answer, hashlib.sha256(data).hexdigest(), user["id"])
+            assert rows_naming(bot.home, traces) == []
+            assert files_holding(bot.home, traces.result, traces.texts) == []
+            told = [c for c in fake.calls if str(c.params.get("text", "")).startswith("Done.")]
+            assert len(told) == 1, "told once: the confirming press is not replayed after the restart"
+        finally:
+            bot.stop()

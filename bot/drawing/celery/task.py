@@ -17,7 +17,8 @@ from celery.exceptions import Ignore, Reject
 from celery.worker.request import Request
 
 from bot.drawing.celery.heartbeat import Heartbeat
-from bot.drawing.celery.wire import TASK_NAME, BadOrder, Summarized, order_from_message, result_summary, result_to_message
+from bot.drawing.celery.wire import (TASK_NAME, BadOrder, Summarized, answered_key, order_from_message, result_summary,
+                                     result_to_message)
 from inference.drawer import Drawer, WorkFailed
 
 log = logging.getLogger("animebot.worker")
@@ -92,3 +93,12 @@ def drop_unwanted(task_id: str, task: Any, **_: Any) -> None:
     result or this sees its mark: none waits in Redis for ``result_expires``."""
     if _drawing is not None and task.name == TASK_NAME and _drawing.heartbeat.answered(task_id):
         task.backend.forget(task_id)
+
+
+def drop_revoked(sender: Any, request: Any, **_: Any) -> None:
+    """Connected to Celery's ``task_revoked``, which comes after Celery stored the task's REVOKED state:
+    for an order the bot had already given up (its user said /forget), that state is deleted too, so
+    Redis keeps nothing of it. An operator's revoke of a photo the bot still waits for stays, for the bot
+    to read and answer."""
+    if sender.name == TASK_NAME and sender.backend.client.exists(answered_key(request.id)):
+        sender.backend.forget(request.id)
