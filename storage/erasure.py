@@ -6,13 +6,13 @@ photos they sent (``uploads``), the buttons under their results, their preferenc
 photos and results each user asked for, so a result that another user asked for too stays, and
 only this user's link to it goes.
 
-The deleting runs on a connection of its own, in one ``BEGIN IMMEDIATE`` transaction: the bot's
-other requests share the main connection, and one of them committing halfway must not make half
-an erasure visible, nor slip a new link to a photo in between the look and the delete. An
-erasure is first written down (:meth:`Erasures.begin`) and crossed out only once the user was
-told (:meth:`Erasures.finish`), so a restart in between finishes it; running it twice deletes
-nothing more the second time. With ``secure_delete`` on and the write-ahead log truncated at the
-end, the deleted rows cannot be read from the file either.
+The deleting runs on the bot's one connection (a second writer would fail the first's statements
+with "database is locked" while it holds SQLite's write lock: a connection reading a query's rows
+cannot wait for it). Other requests' statements may run between its statements and commit part of
+it; that is safe because an erasure is first written down (:meth:`Erasures.begin`) and crossed out
+only once the user was told (:meth:`Erasures.finish`): a restart in between finishes it, and running
+it twice deletes nothing more the second time. With ``secure_delete`` on (storage/cache.py) and the
+write-ahead log truncated at the end, the deleted rows cannot be read from the file either.
 """
 from __future__ import annotations
 
@@ -51,15 +51,6 @@ class Erasure:
     erased: Erased | None = None  # what was deleted, once it was
 
 
-async def connect(db_path: Path) -> aiosqlite.Connection:
-    """A connection of the erasing's own, set up as the bot's: WAL, and deleted bytes overwritten."""
-    db = await aiosqlite.connect(db_path, timeout=30, isolation_level=None)  # transactions by hand
-    await db.execute("PRAGMA journal_mode=WAL")
-    await db.execute("PRAGMA synchronous=NORMAL")
-    await db.execute("PRAGMA secure_delete=ON")
-    return db
-
-
 async def drop_results(db: aiosqlite.Connection, results_dir: Path, where: str, params: Iterable[object]) -> int:
     """Delete the results ``where`` picks, their files first: a crash in between leaves rows whose
     file is gone, which the cache drops when it meets them, never a file that no row names."""
@@ -78,31 +69,24 @@ async def truncate_log(db: aiosqlite.Connection) -> None:
 
 
 class Erasures:
-    """The erasures of one database; each call opens and closes its own connection."""
+    """The erasures of the database ``db`` (the cache's connection) and the result files in ``results_dir``."""
 
-    def __init__(self, db_path: Path, results_dir: Path) -> None:
-        self.db_path = db_path
+    def __init__(self, db: aiosqlite.Connection, results_dir: Path) -> None:
+        self._db = db
         self.results_dir = results_dir
 
     async def begin(self, erasure: Erasure) -> None:
         """Write the erasure down before anything is deleted (a confirmation that comes again is one)."""
-        db = await connect(self.db_path)
-        try:
-            await db.execute("INSERT OR IGNORE INTO erasures (update_id, user_id, chat_id, lang, message_id)"
-                             " VALUES (?, ?, ?, ?, ?)", (erasure.update_id, erasure.user_id, erasure.chat_id,
-                                                         erasure.lang, erasure.message_id))
-        finally:
-            await db.close()
+        await self._db.execute("INSERT OR IGNORE INTO erasures (update_id, user_id, chat_id, lang, message_id)"
+                               " VALUES (?, ?, ?, ?, ?)", (erasure.update_id, erasure.user_id, erasure.chat_id,
+                                                           erasure.lang, erasure.message_id))
+        await self._db.commit()
 
     async def pending(self) -> list[Erasure]:
         """Erasures a crash or a stop interrupted, oldest first."""
-        db = await connect(self.db_path)
-        try:
-            async with db.execute("SELECT update_id, user_id, chat_id, lang, message_id, summary FROM erasures"
-                                  " ORDER BY update_id") as cur:
-                rows = await cur.fetchall()
-        finally:
-            await db.close()
+        async with self._db.execute("SELECT update_id, user_id, chat_id, lang, message_id, summary FROM erasures"
+                                    " ORDER BY update_id") as cur:
+            rows = await cur.fetchall()
         return [Erasure(r[0], r[1], r[2], r[3], r[4], Erased(**json.loads(r[5])) if r[5] else None) for r in rows]
 
     async def erase(self, erasure: Erasure, who: str, asked: int, drawn: int) -> Erased:
@@ -110,38 +94,23 @@ class Erasures:
 
         ``who``, ``asked`` and ``drawn`` are the one-way key and the counts that keep the user's
         limits where they were (storage/journal.py, ``who``)."""
-        uid = erasure.user_id
-        db = await connect(self.db_path)
-        try:
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                erased = await self._erase(db, uid, erasure.update_id)
-                await db.execute("DELETE FROM spent WHERE who = ?", (who,))  # counted in asked and drawn
-                if asked or drawn:
-                    await db.execute("INSERT INTO spent (who, at, asked, drawn) VALUES (?, ?, ?, ?)",
-                                     (who, time.time(), asked, drawn))
-                await db.execute("UPDATE erasures SET summary = ? WHERE update_id = ?",
-                                 (json.dumps(asdict(erased)), erasure.update_id))
-                await db.execute("COMMIT")
-            except BaseException:
-                await db.execute("ROLLBACK")
-                raise
-            await truncate_log(db)
-        finally:
-            await db.close()
+        erased = await self._erase(self._db, erasure.user_id, erasure.update_id)
+        await self._db.execute("DELETE FROM spent WHERE who = ?", (who,))  # counted in asked and drawn
+        if asked or drawn:
+            await self._db.execute("INSERT INTO spent (who, at, asked, drawn) VALUES (?, ?, ?, ?)",
+                                   (who, time.time(), asked, drawn))
+        await self._db.execute("UPDATE erasures SET summary = ? WHERE update_id = ?",
+                               (json.dumps(asdict(erased)), erasure.update_id))
+        await self._db.commit()
+        await truncate_log(self._db)
         return erased
 
     async def finish(self, erasure: Erasure) -> None:
         """The user was told: cross the erasure out, and with it the contents of the update that asked."""
-        db = await connect(self.db_path)
-        try:
-            await db.execute("BEGIN IMMEDIATE")
-            await db.execute("DELETE FROM erasures WHERE update_id = ?", (erasure.update_id,))
-            await db.execute("UPDATE updates SET payload = '' WHERE update_id = ?", (erasure.update_id,))
-            await db.execute("COMMIT")
-            await truncate_log(db)
-        finally:
-            await db.close()
+        await self._db.execute("DELETE FROM erasures WHERE update_id = ?", (erasure.update_id,))
+        await self._db.execute("UPDATE updates SET payload = '' WHERE update_id = ?", (erasure.update_id,))
+        await self._db.commit()
+        await truncate_log(self._db)
 
     async def _erase(self, db: aiosqlite.Connection, uid: int, asking_update: int) -> Erased:
         async with db.execute("SELECT content_sha256, result_key FROM holdings WHERE user_id = ?", (uid,)) as cur:

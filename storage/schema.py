@@ -135,6 +135,15 @@ CREATE TABLE holdings (
 );
 CREATE INDEX holdings_photo ON holdings(content_sha256);
 CREATE INDEX holdings_result ON holdings(result_key);
+-- What an older release kept is theirs too: the photos their stored requests name, their last photo,
+-- and the photos under the buttons of their private chat.
+INSERT OR IGNORE INTO holdings (user_id, content_sha256, result_key, used_at)
+    SELECT j.user_id, u.content_sha256, '', j.created_at FROM jobs j, json_each(j.request, '$.sources') s
+      JOIN uploads u ON u.file_unique_id = json_extract(s.value, '$.file_unique_id') WHERE json_valid(j.request);
+INSERT OR IGNORE INTO holdings (user_id, content_sha256, result_key, used_at)
+    SELECT user_id, last_photo, '', CAST(strftime('%s', 'now') AS REAL) FROM users WHERE last_photo IS NOT NULL;
+INSERT OR IGNORE INTO holdings (user_id, content_sha256, result_key, used_at)
+    SELECT chat_id, content_sha256, '', created_at FROM buttons WHERE chat_id > 0;
 -- What a user who said /forget had used of the day's limits, under a one-way key instead of their
 -- id, so that forgetting does not reset the rate limit or the daily quota.
 CREATE TABLE spent (

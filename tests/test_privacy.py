@@ -18,7 +18,7 @@ from testkit.bot_in_process import InProcessBot, serving
 from testkit.fake_telegram import Call, FakeTelegram, flood
 from testkit.journal import drawn_by, journal_rows, settled
 from testkit.privacy import Traces, files_holding, rows_naming, traces_of
-from testkit.replies import answers, buttons, first_answer
+from testkit.replies import answers, buttons, first_answer, is_status
 from testkit.worker_harness import held
 from tests.conftest import synthetic_photo
 from weights.store import ModelStore
@@ -189,6 +189,11 @@ def test_forget_stops_a_photo_being_drawn_and_keeps_nothing_of_it(served: tuple[
     assert "photos being drawn, stopped: 1" in said
     fake.wait_for(lambda: settled(bot.home, fake), 60)
     assert answers(fake, photo, "sendPhoto") == []
+    status = [c.result["message_id"] for c in fake.replies_to(photo) if is_status(c)]
+    assert status, "it was shown drawing"
+    # ...and that message went with it: no "Drawing…" left hanging
+    fake.wait_for(lambda: {int(c.params["message_id"]) for c in fake.calls_to("deleteMessage", chat["id"])} >= set(status),
+                  30, "the status message deleted")
     sha = hashlib.sha256(data).hexdigest()
     assert journal_rows(bot.home, "SELECT 1 FROM results WHERE content_sha256 = ?", sha) == []
     assert rows_naming(bot.home, Traces((sha, photo["photo"][-1]["file_id"]), user["id"], b"")) == []

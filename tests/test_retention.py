@@ -15,7 +15,7 @@ from pathlib import Path
 from inference import scratch
 from storage.cache import Cache, result_key
 from storage.journal import Journal
-from storage.retention import STRAY_FILE_S, sweep
+from storage.retention import STRAY_FILE_S, Swept, sweep
 
 DAY = 86400.0
 KEEP_DAYS = 30
@@ -79,7 +79,14 @@ def test_the_sweep_deletes_what_is_older_than_keep_days_and_nothing_younger(tmp_
     being_written = results / "ab" / ".partial-being-written"
     being_written.write_bytes(b"a result on its way")
 
-    swept = asyncio.run(sweep(db_path, results, KEEP_DAYS * DAY))
+    async def swept_now() -> Swept:
+        cache = await Cache.open(db_path, results)
+        try:
+            return await sweep(cache.db, results, KEEP_DAYS * DAY)
+        finally:
+            await cache.close()
+
+    swept = asyncio.run(swept_now())
 
     assert (swept.results, swept.photos, swept.requests, swept.updates, swept.stray_files) == (1, 1, 1, 1, 1)
     assert not old_file.exists() and young_file.exists() and edge_file.exists()
@@ -110,3 +117,42 @@ def test_a_killed_drawing_process_leaves_no_clip_behind(tmp_path: Path) -> None:
         assert Path(mine.name).is_dir()  # a living process's folder stays
     finally:
         mine.cleanup()
+
+
+def test_what_an_older_release_kept_is_linked_to_its_users_and_erased_with_them(tmp_path: Path) -> None:
+    """A file from before /forget existed: the photos a user's requests, last photo and private buttons
+    name become theirs at the upgrade, so their erasure deletes them (and leaves another user's)."""
+    from storage.erasure import Erasure, Erasures
+    from storage.schema import STEPS
+
+    db_path, results = tmp_path / "bot.db", tmp_path / "results"
+    mine, theirs = "a" * 64, "b" * 64
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
+        db.executescript("".join(STEPS[:5]) + "PRAGMA user_version = 5;")
+        for sha, n in ((mine, 1), (theirs, 2)):
+            db.execute("INSERT INTO results (key, content_sha256, style, filename, bytes, width, height, created_at,"
+                       " last_used) VALUES (?, ?, 'hayao', ?, 1, 1, 1, 0, 0)", (f"{sha}:hayao:v", sha, f"{n}.jpg"))
+            db.execute("INSERT INTO uploads VALUES (?, ?, ?, 0)", (f"U{n}", sha, f"FILE{n}"))
+            (results / f"{n}.jpg").parent.mkdir(parents=True, exist_ok=True)
+            (results / f"{n}.jpg").write_bytes(b"result")
+        request = '{"v": 4, "sources": [{"file_id": "FILE1", "file_unique_id": "U1"}]}'
+        db.execute("INSERT INTO jobs (job_id, chat_id, user_id, photos, request, state, created_at) VALUES"
+                   " ('7', 71, 71, 1, ?, 'done', 0)", (request,))
+        db.execute("INSERT INTO jobs (job_id, chat_id, user_id, photos, request, state, created_at) VALUES"
+                   " ('8', 72, 72, 1, 'not json', 'done', 0)")
+        db.execute("INSERT INTO users (user_id, last_photo) VALUES (72, ?)", (theirs,))
+
+    async def forget_71() -> None:
+        cache = await Cache.open(db_path, results)  # the upgrade
+        erasures = Erasures(cache.db, results)
+        erasure = Erasure(9, 71, 71, "en")
+        await erasures.begin(erasure)
+        erased = await erasures.erase(erasure, "key", 0, 0)
+        assert (erased.results, erased.photos, erased.requests) == (1, 1, 1)
+        await erasures.finish(erasure)
+        await cache.close()
+
+    asyncio.run(forget_71())
+    assert rows(db_path, "SELECT content_sha256 FROM uploads") == [(theirs,)]
+    assert not (results / "1.jpg").exists() and (results / "2.jpg").exists()
+    assert rows(db_path, "SELECT user_id, content_sha256 FROM holdings") == [(72, theirs)]

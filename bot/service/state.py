@@ -70,7 +70,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     replies = Replies(app.bot, cache, buttons, styles, cfg.video_max_s)
     runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
-    forgetting = Forgetting(app.bot, runner, Erasures(cfg.home / "bot.db", cache.results_dir), limits)
+    forgetting = Forgetting(app.bot, runner, Erasures(cache.db, cache.results_dir), limits)
     st = BotState(runner, cache, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
                   scaled_out=bool(cfg.broker_url))
     app.bot_data.state = st
