@@ -254,14 +254,6 @@ class Cache:
         file_id = await self.file_id_of(row[0])
         return LastPhoto(row[0], file_id, bool(row[1])) if file_id else None
 
-    async def count_photo(self, user_id: int) -> None:
-        await self._db.execute(
-            "INSERT INTO users (user_id, photos) VALUES (?, 1)"
-            " ON CONFLICT(user_id) DO UPDATE SET photos = photos + 1",
-            (user_id,),
-        )
-        await self._db.commit()
-
     async def bump(self, name: str, by: int = 1) -> None:
         await self._db.execute(
             "INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + ?",

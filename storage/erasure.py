@@ -34,7 +34,7 @@ class Erased:
     kept: int = 0  # results another user asked for too: only this user's link to each went
     photos: int = 0  # photos whose records went (what Telegram calls them, their hash)
     requests: int = 0  # stored requests (journal jobs)
-    updates: int = 0  # journal rows of their updates whose contents were deleted
+    updates: int = 0  # journal rows of updates they sent whose contents were deleted
     buttons: int = 0  # result buttons
     settings: bool = False  # their style, language and drawing options
 
@@ -161,7 +161,7 @@ async def _clear_updates(db: aiosqlite.Connection, uid: int, asking_update: int)
         theirs = _sender(payload) == uid
         if handled or theirs:
             await db.execute("UPDATE updates SET payload = '', handled = 1 WHERE update_id = ?", (update_id,))
-            cleared += 1
+            cleared += theirs  # another's that named them (an admin's /forget USER_ID) is not theirs to count
     return cleared
 
 

@@ -200,15 +200,20 @@ class Journal:
 
     # --- limits and stats ---------------------------------------------------------------
 
-    async def who(self, user_id: int) -> str:
-        """A one-way key for ``user_id`` (HMAC-SHA256 under this database's own secret): what the
-        day's counts of a user who said /forget are kept under (storage/erasure.py), instead of their id."""
+    async def secret(self) -> bytes:
+        """This database's own random key, made with it: it keys :meth:`who`, and the Celery task ids
+        (bot/drawing/celery/wire.py), so that neither can be worked out from a user id or a photo."""
         if self._secret is None:
-            async with self._db.execute("SELECT value FROM secrets WHERE name = 'spent'") as cur:
+            async with self._db.execute("SELECT value FROM secrets WHERE name = 'ids'") as cur:
                 row = await cur.fetchone()
             assert row is not None, "made by the schema's privacy step"
             self._secret = bytes(row[0])
-        return hmac.new(self._secret, str(user_id).encode(), "sha256").hexdigest()
+        return self._secret
+
+    async def who(self, user_id: int) -> str:
+        """A one-way key for ``user_id`` (HMAC-SHA256 under :meth:`secret`): what the day's counts of a
+        user who said /forget are kept under (storage/erasure.py), instead of their id."""
+        return hmac.new(await self.secret(), str(user_id).encode(), "sha256").hexdigest()
 
     async def photos_since(self, user_id: int, since: float, states: Iterable[str]) -> int:
         """Photos in the user's jobs created since ``since`` whose state is one of ``states``, and what

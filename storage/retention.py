@@ -46,6 +46,7 @@ async def sweep(db: aiosqlite.Connection, results_dir: Path, keep_s: float, now:
     await db.execute("DELETE FROM holdings WHERE used_at < ?", (cutoff,))
     await db.execute("UPDATE users SET last_photo = NULL WHERE last_photo IS NOT NULL"
                      " AND last_photo NOT IN (SELECT content_sha256 FROM uploads)")
+    await db.execute("DELETE FROM users WHERE style IS NULL AND lang IS NULL AND last_photo IS NULL")
     # An open job is still to be answered, whatever its age: its request stays until it is.
     requests = (await db.execute("DELETE FROM jobs WHERE created_at < ? AND state NOT IN ('queued', 'running')",
                                  (cutoff,))).rowcount

@@ -153,9 +153,14 @@ CREATE TABLE spent (
     drawn INTEGER NOT NULL
 );
 CREATE INDEX spent_who ON spent(who, at);
--- The key of that one-way function, made once per database.
+-- A lifetime count of each user's photos was kept and never read: gone, and with it the rows that
+-- held nothing else.
+UPDATE users SET photos = 0;
+DELETE FROM users WHERE style IS NULL AND lang IS NULL AND last_photo IS NULL;
+-- A random key of this database's own for one-way ids: those forgotten users' counts are kept
+-- under, and the Celery task ids (which a plain hash of a photo's would give away).
 CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL);
-INSERT INTO secrets (name, value) VALUES ('spent', randomblob(32));
+INSERT INTO secrets (name, value) VALUES ('ids', randomblob(32));
 -- /forget requests being carried out: a restart finishes them before any job resumes. ``summary``
 -- is what the user is told, kept once the deleting is done, until it was sent.
 CREATE TABLE erasures (

@@ -78,8 +78,6 @@ def test_user_prefs_and_stats(tmp_path: Path) -> None:
         assert await cache.user_prefs(7) == (None, None)
         await cache.set_user_style(7, "cute")
         await cache.set_user_lang(7, "zh")
-        await cache.count_photo(7)
-        await cache.count_photo(7)
         assert await cache.user_prefs(7) == ("cute", "zh")
         await cache.bump("cache_hits")
         await cache.bump("cache_hits", 2)

@@ -52,6 +52,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 STYLES = ("tiny", "tinier")  # two randomly initialised generators: they draw the same photo differently
 SETTINGS = ConvertSettings(max_side=96, faces=False)
 DB = 3  # a Redis database of this module's own
+SECRET = b"the bot database's own key"  # keys the task ids (bot/drawing/celery/wire.py)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def worker(redis_server: RedisServer, two_styles: ModelStore,
 @contextlib.asynccontextmanager
 async def celery_pool(url: str) -> AsyncIterator[CeleryPool]:
     """The bot's pool, started, once it sees both drawing processes of the worker."""
-    pool = CeleryPool(url, queue_size=4, timeout_s=60)
+    pool = CeleryPool(url, queue_size=4, timeout_s=60, secret=SECRET)
     await pool.start()
     try:
         await until(lambda: pool.size == 2, 60)
@@ -140,7 +141,7 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
         async with celery_pool(url) as pool:
             orders, tasks = one_photo_in_every_style(pool, "job-again", seed=2)
             await within(asyncio.gather(*(t.result for t in tasks)), 120)
-            ids = [task_id_for(o.job_id, t.key) for o, t in zip(orders, tasks)]
+            ids = [task_id_for(o.job_id, t.key, SECRET) for o, t in zip(orders, tasks)]
             marks = redis.Redis.from_url(url)
             try:  # the pool's next look marks them answered, in Redis, for the workers to read
                 await until(lambda: all(marks.exists(answered_key(i)) for i in ids), 30, "answered markers in Redis")
@@ -178,7 +179,7 @@ def test_a_stored_result_that_is_not_ours_is_never_read_and_the_photo_is_drawn_a
     photo = synthetic_photo(160, 120, seed=3)
     order = WorkOrder("job-pickle", photo, STYLES[0], SETTINGS)
     key = result_key(hashlib.sha256(photo).hexdigest(), order.style, "v1")
-    result_of_task = make_celery(url, 60).backend.get_key_for_task(task_id_for(order.job_id, key))
+    result_of_task = make_celery(url, 60).backend.get_key_for_task(task_id_for(order.job_id, key, SECRET))
     client = redis.Redis.from_url(url)
 
     async def go() -> Converted:

@@ -46,7 +46,7 @@ def test_forget_reaches_what_redis_holds_and_leaves_the_shared_result(redis_serv
                 fake.photo_message(chat_a, alice, late)
                 fake.wait_for(lambda: redis_holding(client, late), 60, "the photo's order in Redis")
                 said = forget(fake, chat_a, alice)
-            assert "photos being drawn, stopped: 1" in said and "Someone else asked for the same result 1" in said
+            assert "photos being drawn, stopped: 1" in said and "only your link to them is gone: 1" in said
             # Let go, the worker skips the order; then Redis holds no photo of hers, and no drawing.
             fake.wait_for(lambda: not client.llen("animebot") and not client.hlen("unacked"), 120, "the order gone")
             assert redis_holding(client, late, own, shared, fake.sent_file(answer_a, "photo")) == []

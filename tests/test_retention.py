@@ -97,7 +97,7 @@ def test_the_sweep_deletes_what_is_older_than_keep_days_and_nothing_younger(tmp_
         assert old not in left and {young, edge} <= left, table
     assert rows(db_path, "SELECT job_id FROM jobs ORDER BY job_id") == [("2",), ("3",)]
     assert rows(db_path, "SELECT update_id FROM updates WHERE payload != '' ORDER BY update_id") == [(2,), (3,)]
-    assert rows(db_path, "SELECT last_photo FROM users WHERE user_id = 701") == [(None,)]
+    assert rows(db_path, "SELECT * FROM users WHERE user_id = 701") == []  # nothing left in it but the id
     assert rows(db_path, "SELECT last_photo FROM users WHERE user_id = 702") == [(young,)]
     # Overwritten, not left in a free page or the write-ahead log: the file itself no longer holds it.
     on_disk = b"".join(p.read_bytes() for p in tmp_path.glob("bot.db*"))

@@ -129,9 +129,9 @@ TEXTS: dict[str, dict[str, str]] = {
             "• Your photos: downloaded to be drawn, held in memory while they are, and never stored. "
             "A /style preview of your own photo shows a small copy of it, kept like a result.\n"
             "• What I drew: kept on this bot's server so that a repeat comes back at once, for at most "
-            "{days} days (less when the cache is full).\n"
+            "{days} (less when the cache is full).\n"
             "• Telegram's ids of your photos and of my answers, your requests and the buttons under results: "
-            "at most {days} days. The messages Telegram passes me: an hour after they are answered.\n"
+            "at most {days}. The messages Telegram passes me: an hour after they are answered.\n"
             "• Your style, language and drawing settings: until you delete them.\n"
             "• How many photos you had drawn today, for the daily limit.\n\n"
             "Who sees it: the drawing happens on the machines of whoever runs this bot, with no outside "
@@ -165,14 +165,18 @@ TEXTS: dict[str, dict[str, str]] = {
         "forgot_nothing": "Done. I kept nothing about you, so there was nothing to delete.",
         "forgot_nothing_admin": "Done. Nothing was kept about user {user_id}.",
         "forgot_results": "results, with their files: {count}",
-        "forgot_photos": "records of photos you sent: {count}",
+        "forgot_photos": "records of photos (Telegram's ids and their hashes): {count}",
         "forgot_requests": "stored requests: {count}",
         "forgot_updates": "stored messages: {count}",
         "forgot_buttons": "buttons under results: {count}",
         "forgot_stopped": "photos being drawn, stopped: {count}",
         "forgot_settings": "your style, language and drawing settings",
-        "forgot_kept": "Someone else asked for the same result {count} time(s): those stay for them, and only "
-                       "their link to you is gone.",
+        "forgot_settings_admin": "their style, language and drawing settings",
+        "forgot_kept": "Results someone else asked for too stay theirs; only your link to them is gone: {count}",
+        "forgot_kept_admin": "Results someone else asked for too stay theirs; only this user's link to them is gone: "
+                             "{count}",
+        "day": "{count} day",
+        "days": "{count} days",
         "forgot_after": "What I sent you is still in this chat: delete the chat in Telegram to remove it. "
                         "Your limits for today stay as they were.",
         "stats": (
@@ -318,9 +322,9 @@ TEXTS: dict[str, dict[str, str]] = {
             "我保存了你的哪些数据、保存多久：\n"
             "• 你的照片：下载后用于绘制，只在绘制期间保存在内存中，从不存储。"
             "用你自己的照片生成的 /style 预览图里有它的小图，按结果保存。\n"
-            "• 画好的结果：保存在本机器人的服务器上，这样重复发送时能立刻返回，最多 {days} 天"
+            "• 画好的结果：保存在本机器人的服务器上，这样重复发送时能立刻返回，最多 {days}"
             "（缓存满时更短）。\n"
-            "• Telegram 给你的照片和我的回复的编号、你的请求和结果下面的按钮：最多 {days} 天。"
+            "• Telegram 给你的照片和我的回复的编号、你的请求和结果下面的按钮：最多 {days}。"
             "Telegram 转给我的消息：回复后一小时。\n"
             "• 你的画风、语言和绘制设置：直到你删除为止。\n"
             "• 你今天画了多少张，用于每日额度。\n\n"
@@ -351,13 +355,17 @@ TEXTS: dict[str, dict[str, str]] = {
         "forgot_nothing": "完成。我没有保存关于你的任何数据，所以没有需要删除的。",
         "forgot_nothing_admin": "完成。没有保存关于用户 {user_id} 的数据。",
         "forgot_results": "结果及其文件：{count}",
-        "forgot_photos": "你发送的照片的记录：{count}",
+        "forgot_photos": "照片的记录（Telegram 的编号和哈希）：{count}",
         "forgot_requests": "保存的请求：{count}",
         "forgot_updates": "保存的消息：{count}",
         "forgot_buttons": "结果下面的按钮：{count}",
         "forgot_stopped": "已停止的正在绘制的照片：{count}",
         "forgot_settings": "你的画风、语言和绘制设置",
-        "forgot_kept": "有 {count} 个相同的结果也是别人请求的：它们为别人保留，只删除了与你的关联。",
+        "forgot_settings_admin": "该用户的画风、语言和绘制设置",
+        "forgot_kept": "别人也请求过的结果为他们保留，只删除了与你的关联：{count}",
+        "forgot_kept_admin": "别人也请求过的结果为他们保留，只删除了与该用户的关联：{count}",
+        "day": "{count} 天",
+        "days": "{count} 天",
         "forgot_after": "我发给你的内容仍在这个聊天里：在 Telegram 中删除这个聊天即可移除。你今天的额度保持不变。",
         "stats": (
             "队列：{waiting} 张等待，{running} 张绘制中；工作进程：{health}\n"

@@ -21,7 +21,7 @@ log = logging.getLogger("animebot.privacy")
 async def privacy_command(incoming: Incoming) -> None:
     """``/privacy``: what is kept, why, for how long, who sees it, and how to erase it."""
     st, lang = incoming.st, incoming.lang
-    text = t(lang, "privacy", days=st.keep_days)
+    text = t(lang, "privacy", days=t(lang, "day" if st.keep_days == 1 else "days", count=st.keep_days))
     if st.scaled_out:
         text += "\n\n" + t(lang, "privacy_scaled_out")
     await incoming.message.reply_text(text)
@@ -56,8 +56,11 @@ async def settings_forget_button(pressed: Pressed) -> None:
     """``e:UID``, under /settings in a private chat: the same question as /forget."""
     (owner,) = pressed.groups(1)
     message = pressed.query.message
-    if message is None or not owner or int(owner) != pressed.user.id:
+    if message is None or not owner:
         await answer_quietly(pressed.query, t(pressed.lang, "button_expired"), alert=True)
+        return
+    if int(owner) != pressed.user.id:
+        await answer_quietly(pressed.query, t(pressed.lang, "not_your_menu", command="/forget"), alert=True)
         return
     await answer_quietly(pressed.query)
     await pressed.bot.send_message(message.chat.id, t(pressed.lang, "forget_ask"),
@@ -85,12 +88,20 @@ async def confirm_button(pressed: Pressed) -> None:
     if target != pressed.user.id and not st.access.is_admin(pressed.user.id):
         await answer_quietly(query, t(lang, "not_your_menu", command="/forget"), alert=True)
         return
-    await answer_quietly(query)
-    erasure = Erasure(pressed.update_id, target, message.chat.id, lang, message.message_id)
-    await st.forgetting.erasures.begin(erasure)  # from here on, a restart finishes it
-    try:  # the buttons go at once: a second press would have nothing left to confirm
-        await query.edit_message_text(t(lang, "forgetting_now"))
-    except TelegramError as exc:
-        log.info("forget %s: the confirmation could not be edited (%s)", pressed.update_id, exc.message)
-    forgotten = await st.forgetting.forget(erasure)
-    await st.forgetting.told(erasure, forgotten, asker_id=pressed.user.id)
+    forgetting = st.forgetting
+    if target in forgetting.asked:  # a double tap: the first press's answer is on its way
+        await answer_quietly(query, t(lang, "forgetting_now"))
+        return
+    forgetting.asked.add(target)  # checked and added with no await between
+    try:
+        await answer_quietly(query)
+        erasure = Erasure(pressed.update_id, target, message.chat.id, lang, message.message_id)
+        await forgetting.erasures.begin(erasure)  # from here on, a restart finishes it
+        try:  # the buttons go at once: a later press would have nothing left to confirm
+            await query.edit_message_text(t(lang, "forgetting_now"))
+        except TelegramError as exc:
+            log.info("forget %s: the confirmation could not be edited (%s)", pressed.update_id, exc.message)
+        forgotten = await forgetting.forget(erasure)
+        await forgetting.told(erasure, forgotten, asker_id=pressed.user.id)
+    finally:
+        forgetting.asked.discard(target)

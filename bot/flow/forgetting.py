@@ -41,6 +41,7 @@ class Forgetting:
         self.runner = runner
         self.erasures = erasures
         self.limits = limits
+        self.asked: set[int] = set()  # users whose /forget is being carried out (bot/chat/privacy.py)
 
     async def forget(self, erasure: Erasure) -> Forgotten:
         """Stop the user's jobs and delete what is kept about them; the erasure stays written down
@@ -96,12 +97,12 @@ def forgotten_text(lang: str, forgotten: Forgotten, user_id: int, own: bool) -> 
         ("forgot_results", e.results), ("forgot_photos", e.photos), ("forgot_requests", e.requests),
         ("forgot_updates", e.updates), ("forgot_buttons", e.buttons), ("forgot_stopped", forgotten.stopped)) if n]
     if e.settings:
-        lines.append(t(lang, "forgot_settings"))
+        lines.append(t(lang, "forgot_settings" if own else "forgot_settings_admin"))
     head = t(lang, "forgot_head" if own else "forgot_head_admin", user_id=user_id) if lines else \
         t(lang, "forgot_nothing" if own else "forgot_nothing_admin", user_id=user_id)
     parts = [head, "\n".join(f"• {line}" for line in lines)] if lines else [head]
     if e.kept:
-        parts.append(t(lang, "forgot_kept", count=e.kept))
+        parts.append(t(lang, "forgot_kept" if own else "forgot_kept_admin", count=e.kept))
     if own:
         parts.append(t(lang, "forgot_after"))
     return "\n\n".join(parts)

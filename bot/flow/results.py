@@ -231,7 +231,6 @@ class Results:
         stored = await self.cache.put(key, sha, style, converted.data, w, h, suffix=".mp4" if clip else ".jpg",
                                       face_share=face_share(converted))
         await self.cache.bump("converted")
-        await self.cache.count_photo(req.user_id)
         passes = sum(1 for f in converted.faces if f["pass"])
         self.pool.settle(ticket, passes, clip.drawn if clip else None)
         if clip is not None:

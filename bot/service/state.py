@@ -57,7 +57,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
     try:
         journal = await Journal.using(cache.db)
-        pool = _pool(cfg, styles)
+        pool = _pool(cfg, styles, await journal.secret())
         await pool.start()
     except BaseException:
         await cache.close()
@@ -81,12 +81,12 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     return st
 
 
-def _pool(cfg: Config, styles: Styles) -> Pool:
+def _pool(cfg: Config, styles: Styles, secret: bytes) -> Pool:
     """The bot's own worker processes, or `animebot worker` processes via Celery when a broker is set."""
     if cfg.broker_url:
         from bot.drawing.celery.pool import CeleryPool  # Celery is only imported by bots that use it
 
-        return CeleryPool(cfg.broker_url, cfg.queue_size, cfg.job_timeout_s)
+        return CeleryPool(cfg.broker_url, cfg.queue_size, cfg.job_timeout_s, secret)
     return LocalPool(DrawerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
                      cfg.workers, cfg.queue_size, cfg.job_timeout_s)
 

@@ -77,8 +77,9 @@ class _InFlight:
 class CeleryPool(Pool):
     """Sends photos to Celery as worker processes have room, and collects their results."""
 
-    def __init__(self, broker_url: str, queue_size: int, timeout_s: float) -> None:
+    def __init__(self, broker_url: str, queue_size: int, timeout_s: float, secret: bytes) -> None:
         super().__init__(queue_size, timeout_s)
+        self._secret = secret  # keys the task ids (wire.task_id_for)
         self._app = for_bot(broker_url, timeout_s)
         self._redis = redis.Redis.from_url(broker_url, socket_timeout=REDIS_TIMEOUT_S,
                                            socket_connect_timeout=REDIS_TIMEOUT_S)
@@ -148,7 +149,7 @@ class CeleryPool(Pool):
             task = await self._next_ticket()
             if task is None:
                 return  # paused for a stop
-            flight = _InFlight(task, task_id_for(task.job_id, task.key), time.monotonic(), time.monotonic())
+            flight = _InFlight(task, task_id_for(task.job_id, task.key, self._secret), time.monotonic(), time.monotonic())
             if task.order.clip is not None:
                 task.stop = self._stopper(flight.task_id)
             if await self._send(flight):

@@ -7,7 +7,7 @@ which the bot asks a clip to stop and says it is done with a task.
 """
 from __future__ import annotations
 
-import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 
@@ -93,14 +93,16 @@ def answered_key(task_id: str) -> str:
     return f"{ANSWERED_PREFIX}{task_id}"
 
 
-def task_id_for(job_id: str, result_key: str) -> str:
+def task_id_for(job_id: str, result_key: str, secret: bytes) -> str:
     """The Celery task id of one drawing: the job's, and a digest of the drawing's whole cache key.
 
     One job may draw one photo in several styles at once ("All styles", a preview sheet), and every
     style's key starts with the same photo hash, so the whole key must go into the id: two drawings
     under one id would overwrite each other's result. The id is the same each time the bot sends that
-    drawing again, after a lost worker or a restart, so whatever is delivered twice is answered once."""
-    return f"{job_id}:{hashlib.sha256(result_key.encode()).hexdigest()[:32]}"
+    drawing again, after a lost worker or a restart, so whatever is delivered twice is answered once.
+    The digest is keyed with the bot's own ``secret``: task ids are in Redis, in Flower and in the
+    workers' logs, and a plain hash of the key would let anyone holding a photo prove it was drawn."""
+    return f"{job_id}:{hmac.new(secret, result_key.encode(), 'sha256').hexdigest()[:32]}"
 
 
 def order_summary(order: WorkOrder) -> str:
