@@ -47,6 +47,13 @@ def text_after(fake: FakeTelegram, chat_id: int, before: int, starts: str, metho
                                   if str(c.params.get("text", "")).startswith(starts)], 60, starts)[0]
 
 
+def photo_job(bot: InProcessBot, photo: dict[str, Any]) -> int:
+    """The job (its update's id) that took on ``photo``."""
+    rows = journal_rows(bot.home, "SELECT update_id FROM updates WHERE json_extract(payload, '$.message.message_id') = ?"
+                        " AND json_extract(payload, '$.message.chat.id') = ?", photo["message_id"], photo["chat"]["id"])
+    return int(rows[0][0])  # type: ignore[call-overload]
+
+
 def forget(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], command: str = "/forget") -> str:
     """Say /forget, press the confirming button, and return what the bot says it deleted."""
     asked = len(fake.messages_to(chat["id"]))
@@ -76,6 +83,9 @@ def test_after_forget_nothing_in_the_home_names_the_user_their_photo_or_its_resu
     traces = type(traces)(traces.texts + (document.result["document"]["file_id"],), traces.user_id, traces.result)
     assert rows_naming(bot.home, traces), "the bot keeps what the test looks for (else the scan proves nothing)"
     assert files_holding(bot.home, traces.result)
+    # The journal keeps the request by Telegram's file id, never the photo's bytes.
+    stored = str(journal_rows(bot.home, "SELECT request FROM jobs WHERE job_id = ?", str(photo_job(bot, photo)))[0][0])
+    assert photo["photo"][-1]["file_id"] in stored and files_holding(bot.home, data) == []
 
     said = forget(fake, chat, user)
     assert "results, with their files: 1" in said and "records of photos (Telegram's ids and their hashes): 1" in said
