@@ -16,6 +16,7 @@ from telegram.ext import (
     Application,
     CallbackQueryHandler,
     CommandHandler,
+    InlineQueryHandler,
     MessageHandler,
     TypeHandler,
     filters,
@@ -23,7 +24,7 @@ from telegram.ext import (
 
 from telegram.error import InvalidToken, NetworkError
 
-from bot.chat import commands, keyboards, photos, presses, privacy
+from bot.chat import commands, inline, keyboards, photos, presses, privacy
 from bot.service.config import Config, ConfigError
 from bot.chat.context import CONTEXT_TYPES, on_message, on_press
 from bot.service.life import run_service
@@ -85,6 +86,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(CallbackQueryHandler(on_press(privacy.confirm_button), pattern=keyboards.FORGET_YES))
     app.add_handler(CallbackQueryHandler(on_press(privacy.keep_button), pattern=keyboards.FORGET_NO))
     app.add_handler(CallbackQueryHandler(on_press(presses.unknown_button)))
+    app.add_handler(InlineQueryHandler(inline.inline_query))  # @bot in any chat: the user's own results
     others = filters.Sticker.ALL | filters.VOICE | filters.AUDIO | filters.LOCATION | filters.CONTACT
     app.add_handler(MessageHandler(private & others, on_message(commands.text_hint)))
     app.add_handler(MessageHandler(private & filters.COMMAND, on_message(commands.unknown_command)))

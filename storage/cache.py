@@ -34,6 +34,16 @@ class CachedResult:
 
 
 @dataclass(frozen=True)
+class OwnResult:
+    """A result its user was sent, as inline mode offers it again: by Telegram's file id."""
+
+    key: str
+    style: str
+    kind: str  # "photo", or the clip it was sent as: "animation", "video" or "video_note"
+    media_file_id: str
+
+
+@dataclass(frozen=True)
 class LastPhoto:
     """The last photo a user had drawn: what /style previews every style on."""
 
@@ -44,6 +54,14 @@ class LastPhoto:
 
 def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
     return f"{content_sha256}:{style}:{pipeline_version}"
+
+
+def _kind_of(key: str, filename: str) -> str:
+    """How a result was sent: a still is a photo; a clip's key says what it was sent as
+    (bot/flow/results.py puts ``|KIND:`` in a clip's version)."""
+    if not filename.endswith(".mp4"):
+        return "photo"
+    return next((kind for kind in ("video_note", "animation", "video") if f"|{kind}:" in key), "video")
 
 
 def _digest(key: str) -> str:
@@ -166,6 +184,19 @@ class Cache:
             (user_id, content_sha256, key, time.time()),
         )
         await self._db.commit()
+
+    async def own_results(self, user_id: int, limit: int, offset: int = 0, style: str | None = None
+                          ) -> list[OwnResult]:
+        """The results ``user_id`` asked for and was sent (so Telegram has a file id for them), newest
+        first, ``limit`` from ``offset`` on, only of ``style`` when given; preview sheets are not results."""
+        async with self._db.execute(
+            "SELECT r.key, r.style, r.filename, r.media_file_id FROM holdings h JOIN results r ON r.key = h.result_key"
+            " WHERE h.user_id = ? AND r.media_file_id IS NOT NULL AND r.style NOT LIKE '@%' AND (? IS NULL OR r.style = ?)"
+            " ORDER BY h.used_at DESC, r.key LIMIT ? OFFSET ?",
+            (user_id, style, style, limit, offset),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [OwnResult(key, style_, _kind_of(key, filename), file_id) for key, style_, filename, file_id in rows]
 
     # --- Telegram file identities ----------------------------------------------
 

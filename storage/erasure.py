@@ -166,12 +166,12 @@ async def _clear_updates(db: aiosqlite.Connection, uid: int, asking_update: int)
 
 
 def _sender(payload: str) -> int | None:
-    """Who sent an update: a message's sender, or who pressed a button."""
+    """Who sent an update: a message's sender, who pressed a button, or who typed an inline query."""
     try:
         update = json.loads(payload)
     except ValueError:
         return None
-    for kind in ("message", "edited_message", "callback_query"):
+    for kind in ("message", "edited_message", "callback_query", "inline_query"):
         sender = (update.get(kind) or {}).get("from") or {}
         if "id" in sender:
             return int(sender["id"])

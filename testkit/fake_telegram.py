@@ -33,7 +33,9 @@ TOKEN = "123456789:AAE-fake-Secret_token-for-tests"
 BOT_USER = {"id": 123456789, "is_bot": True, "first_name": "Anime", "username": "AnimeTestBot",
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
-JSON_FIELDS = {"reply_markup", "reply_parameters", "media", "commands", "scope", "allowed_updates", "entities"}
+JSON_FIELDS = {"reply_markup", "reply_parameters", "media", "commands", "scope", "allowed_updates", "entities",
+               "results", "button"}
+CACHED_FILE_FIELDS = ("photo_file_id", "mpeg4_file_id", "video_file_id", "sticker_file_id", "document_file_id")
 
 
 class ApiError(Exception):
@@ -205,6 +207,11 @@ class FakeTelegram:
                  "chat_instance": "ci-1", "data": data}
         return self.push({"callback_query": query})
 
+    def inline_query(self, user: dict[str, Any], query: str = "", offset: str = "") -> dict[str, Any]:
+        """A user types ``@bot query`` in some chat; ``offset`` asks for a later page."""
+        return self.push({"inline_query": {"id": str(next(self._update_ids)), "from": user, "query": query,
+                                           "offset": offset, "chat_type": "private"}})
+
     def push(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Queue an update for getUpdates; returns the message or query it carries."""
         with self._cond:
@@ -339,6 +346,17 @@ class FakeTelegram:
             while not self._updates and time.monotonic() < deadline:
                 self._cond.wait(deadline - time.monotonic())
             return list(self._updates[: int(params.get("limit") or 100)])
+
+    def _m_answerInlineQuery(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        """As Telegram checks an answer: at most 50 results, ids unique, cached files known to it."""
+        results = params.get("results") or []
+        ids = [r.get("id") for r in results]
+        if len(results) > 50 or len(set(ids)) != len(ids):
+            raise ApiError(400, "Bad Request: RESULTS_TOO_MUCH or RESULT_ID_DUPLICATE")
+        for r in results:
+            if not any(str(r.get(f)) in self.files for f in CACHED_FILE_FIELDS if f in r):
+                raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
+        return True
 
     def _m_getChatMember(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         chat_id, user_id = int(params["chat_id"]), int(params["user_id"])

@@ -36,7 +36,7 @@ from storage.retention import sweep
 
 log = logging.getLogger("animebot")
 
-ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY, Update.INLINE_QUERY]
 HEALTH_BEAT_S = 15.0
 HEALTH_STALE_S = 90.0
 PRUNE_EVERY_S = 3600.0

@@ -1,0 +1,63 @@
+"""Inline mode: ``@bot`` in any chat lists the user's own results, newest first, to send there.
+
+Every result is offered by the file id Telegram gave it when the bot sent it, so nothing is
+uploaded again. The list is the user's alone: it comes from what they asked for (``holdings``,
+storage/cache.py), a group's result counting as the member's who asked, and Telegram is told it is
+personal, so no one else is ever shown it. A query's text picks a style, by its name in either
+language. The operator switches inline mode on with @BotFather's ``/setinline``.
+"""
+from __future__ import annotations
+
+from telegram import (InlineQueryResultCachedMpeg4Gif, InlineQueryResultCachedPhoto, InlineQueryResultCachedVideo,
+                      InlineQueryResultsButton, Update)
+
+from bot.chat.context import BotState, Context, state, user_lang
+from bot.chat.i18n import t
+from bot.styles import Styles
+from storage.cache import OwnResult
+
+PAGE = 20  # results a page; Telegram takes up to 50
+CACHE_S = 10  # how long Telegram may show a user the same answer: a new result appears soon after
+
+InlineResult = InlineQueryResultCachedPhoto | InlineQueryResultCachedMpeg4Gif | InlineQueryResultCachedVideo
+
+
+async def inline_query(update: Update, context: Context) -> None:
+    """Answer ``@bot [style]``: a page of the user's own results, and where the next page starts."""
+    query = update.inline_query
+    if query is None:
+        return
+    st = state(context)
+    lang = await user_lang(st, query.from_user)
+    offset = int(query.offset) if query.offset.isdigit() else 0
+    style = style_asked(st.styles, query.query)
+    found = await st.cache.own_results(query.from_user.id, PAGE, offset, style)
+    results = [r for r in (_shown(st, own, str(offset + i), lang) for i, own in enumerate(found)) if r is not None]
+    button = None if found or offset else InlineQueryResultsButton(t(lang, "inline_empty"), start_parameter="inline")
+    await query.answer(results, cache_time=CACHE_S, is_personal=True,
+                       next_offset=str(offset + PAGE) if len(found) == PAGE else "", button=button)
+
+
+def style_asked(styles: Styles, text: str) -> str | None:
+    """The installed style a query names (its name, or its display name in either language, or the start
+    of one); None for an empty query or one that names no style, which lists every result."""
+    wanted = text.strip().lower()
+    if not wanted:
+        return None
+    for name in styles.ordered:
+        names = (name, styles.display(name, "en"), styles.display(name, "zh"))
+        if any(n.lower().startswith(wanted) for n in names):
+            return name
+    return None
+
+
+def _shown(st: BotState, own: OwnResult, rid: str, lang: str) -> InlineResult | None:
+    """One result as Telegram sends it on, ``rid`` its place in the list (an id that names no photo);
+    a round video note has no inline kind, and is left out."""
+    if own.kind == "photo":
+        return InlineQueryResultCachedPhoto(rid, own.media_file_id)
+    if own.kind == "animation":
+        return InlineQueryResultCachedMpeg4Gif(rid, own.media_file_id)
+    if own.kind == "video":
+        return InlineQueryResultCachedVideo(rid, own.media_file_id, title=st.styles.display(own.style, lang))
+    return None
