@@ -86,7 +86,7 @@ class Styles:
         face_style = self.faces_by.get(name, name)
         if s.faces and face_style != name:
             model += "+" + self._digest(face_style)
-        options = f"f{int(s.faces)}s{s.strength}k{int(s.keep_colours)}"
+        options = f"f{int(s.faces)}s{s.strength}k{int(s.keep_colours)}" + ("a" if s.avatar else "")
         return f"r{PIPELINE_REVISION}-{model}-{s.max_side}-{s.fmt}{s.jpeg_quality}-{options}"
 
     def _digest(self, name: str) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from inference.avatar import avatar_square
 from inference.backends import Stylizer, release_buffers
 from inference.colour import blend, keep_colours
 from inference.detector import FaceDetector
@@ -45,6 +46,7 @@ class ConvertSettings:
     strength: int = 100  # percent of the style over the photo
     keep_colours: bool = False  # anime lightness and lines, the photo's colours
     limits: ImageLimits = field(default_factory=ImageLimits)
+    avatar: bool = False  # cut to a square around the largest face first (inference/avatar.py)
 
 
 @dataclass
@@ -200,10 +202,16 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     result = fit_size(*shown, settings.max_side) if shown else None
     ahead = _compile_ahead(model, result)
     photo = decode(data, settings.limits, at_least=3 * (max(result) if result else settings.max_side))
-    small = resize(photo, settings.max_side)
     input_size = photo.info.get("source_size", photo.size)
     frames = photo.info.get("frames", 1)
     to_file = input_size[0] / photo.width  # undoes a reduced decode, for the faces' boxes
+    if settings.avatar:
+        found = face_tools.detector.detect(np.asarray(photo)) if face_tools is not None else []
+        square = photo.crop(avatar_square(photo.size, found[0].box if found else None))
+        side = round(square.width * to_file)  # the square in the file's own pixels, which resize goes by
+        square.info = {**photo.info, "source_size": (side, side)}
+        photo = square
+    small = resize(photo, settings.max_side)
     # The face pass reads the decoded photo as an array; the decoded image itself goes now, so a
     # 16 MP photo is held once (48 MB) while the model runs, and not at all without the pass.
     original = np.asarray(photo) if faces_on else None

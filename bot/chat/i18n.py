@@ -99,6 +99,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "text_hint": "Send me a photo and I'll draw it as anime. /help for more.",
         "unknown_command": "I don't know that command. /help lists what I can do.",
         "full_size": "📄 Full size",
+        "avatar": "👤 Avatar",
         "fast_mode": "⚡ Many photos are waiting, so this one is drawn in fast mode, with the lighter {style} style.",
         "settings": (
             "Drawing settings for this chat:\n"
@@ -295,6 +296,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "text_hint": "发给我一张照片，我会把它画成动漫。/help 查看更多。",
         "unknown_command": "我不认识这个命令。/help 列出了我能做的事。",
         "full_size": "📄 原尺寸文件",
+        "avatar": "👤 头像",
         "fast_mode": "⚡ 排队的照片较多，这张用快速模式（更轻的「{style}」风格）绘制。",
         "settings": (
             "本聊天的绘制设置：\n"

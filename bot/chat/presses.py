@@ -6,6 +6,7 @@ a short note, or with an alert saying why it did nothing.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 from telegram.error import TelegramError
 
@@ -14,6 +15,8 @@ from bot.chat.context import Pressed, answer_quietly, chat_settings, may_configu
 from bot.chat.i18n import LANGS, t
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
+
+AVATAR_SIDE = 1024  # an avatar's side at most: Telegram shows profile photos up to this size
 
 
 async def redraw_button(pressed: Pressed) -> None:
@@ -35,6 +38,13 @@ async def full_size_button(pressed: Pressed) -> None:
     await result_button(pressed, result_id, None, as_document=True)
 
 
+async def avatar_button(pressed: Pressed) -> None:
+    """``v:ID``: the result's photo drawn again as an avatar: a square around the largest face, at full
+    detail, as a photo and as the file (inference/avatar.py)."""
+    (result_id,) = pressed.groups(1)
+    await result_button(pressed, result_id, None, as_document=False, avatar=True)
+
+
 async def all_styles_button(pressed: Pressed) -> None:
     """``a:ID``: the result's photo in every other style, as an album (each style a photo of the quota)."""
     (result_id,) = pressed.groups(1)
@@ -42,7 +52,7 @@ async def all_styles_button(pressed: Pressed) -> None:
 
 
 async def result_button(pressed: Pressed, result_id: str, style_arg: str | None, as_document: bool,
-                        all_styles: bool = False) -> None:
+                        all_styles: bool = False, avatar: bool = False) -> None:
     """Act on the result a button sits under, as it was drawn, and only in the chat it was shown in.
 
     A second press while the first is being answered is told so, and costs nothing.
@@ -68,7 +78,8 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
         await st.runner.run(Request(
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
-            sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),), settings=shown.settings,
+            sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),),
+            settings=replace(shown.settings, avatar=True, faces=True, max_side=AVATAR_SIDE) if avatar else shown.settings,
             as_document=as_document, query_id=query.id, styles=others,
         ))
     finally:

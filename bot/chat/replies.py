@@ -83,6 +83,8 @@ class Replies:
             return [(d, await self._document(req, d)) for d in done]
         if len(done) == 1 and done[0].source.clip:
             return [(done[0], await self._clip(req, done[0]))]
+        if len(done) == 1 and req.settings.avatar:  # a profile photo: to look at, and the file to set
+            return [(done[0], await self._photo(req, done[0])), (done[0], await self._document(req, done[0]))]
         if len(done) == 1:
             return [(done[0], await self._photo(req, done[0]))]
         return await self._album(req, done)
