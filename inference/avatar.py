@@ -14,6 +14,18 @@ import math
 # The head around a face box, in face-box widths and heights: hair above, ears beside, chin below.
 HEAD_ABOVE, HEAD_BESIDE, HEAD_BELOW = 0.55, 0.30, 0.20
 CIRCLE_MARGIN = 1.08  # the head's corners a little inside the circle, not on it
+# A face shorter than this share of the photo's short side is a passer-by, not the subject: an
+# avatar of it would be a blurred thumbnail, so the photo's centre is taken instead.
+MIN_FACE_SHARE = 0.08
+
+
+def subject(size: tuple[int, int], boxes: list[tuple[float, float, float, float]]
+            ) -> tuple[float, float, float, float] | None:
+    """The face an avatar is of: the largest of ``boxes`` (largest first, as the detector gives them),
+    unless it is too small to be the photo's subject."""
+    if not boxes or boxes[0][3] - boxes[0][1] < MIN_FACE_SHARE * min(size):
+        return None
+    return boxes[0]
 
 
 def head_box(face: tuple[float, float, float, float]) -> tuple[float, float, float, float]:

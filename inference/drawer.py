@@ -132,7 +132,7 @@ class Drawer:
             tools = self.face_tools(order.style) if order.settings.faces else None
             model = self.model(order.style)
             self._release_others(model, tools)
-            return convert_bytes(order.data, model, order.settings, tools)
+            return convert_bytes(order.data, model, order.settings, tools, self._finder(order.settings, tools))
         except AnimebotError as exc:
             return WorkFailed(order.job_id, exc.code, exc.message)
         except Exception as exc:  # a bug or a runtime failure: keep its traceback, keep serving
@@ -166,6 +166,16 @@ class Drawer:
             return face_tools_for(self.store, style, self.model, self._the_detector)
         except AnimebotError as exc:
             self.face_problem = exc.message
+            return None
+
+    def _finder(self, settings: ConvertSettings, tools: FaceTools | None) -> FaceDetector | None:
+        """The detector an avatar is cut by, also for a style with no face pass (sketch); None when no
+        avatar is asked for, or no detector is installed (the avatar is then the photo's centre)."""
+        if not settings.avatar or tools is not None:
+            return None
+        try:
+            return self._the_detector()
+        except AnimebotError:
             return None
 
     def _the_detector(self) -> FaceDetector:

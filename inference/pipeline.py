@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from inference.avatar import avatar_square
+from inference.avatar import avatar_square, subject
 from inference.backends import Stylizer, release_buffers
 from inference.colour import blend, keep_colours
 from inference.detector import FaceDetector
@@ -184,11 +184,13 @@ def stylize_crops(crops: list[np.ndarray], model: Stylizer) -> list[np.ndarray]:
 
 
 def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = ConvertSettings(),
-                  face_tools: FaceTools | None = None) -> Converted:
+                  face_tools: FaceTools | None = None, finder: FaceDetector | None = None) -> Converted:
     """The whole pipeline on one file's bytes. Raises ImageError for bad input.
 
     The face pass runs when ``settings.faces`` is on and ``face_tools`` is
-    given; without them the result is exactly the whole-image pass.
+    given; without them the result is exactly the whole-image pass. An avatar
+    (``settings.avatar``) finds its face with ``finder``, else with the face
+    pass's detector, else takes the photo's centre.
     """
     t0 = time.perf_counter()
     faces_on = settings.faces and face_tools is not None
@@ -205,9 +207,10 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     input_size = photo.info.get("source_size", photo.size)
     frames = photo.info.get("frames", 1)
     to_file = input_size[0] / photo.width  # undoes a reduced decode, for the faces' boxes
-    if settings.avatar:
-        found = face_tools.detector.detect(np.asarray(photo)) if face_tools is not None else []
-        square = photo.crop(avatar_square(photo.size, found[0].box if found else None))
+    finder = finder or (face_tools.detector if face_tools is not None else None)
+    if settings.avatar:  # ``finder``: the detector, given for an avatar even to a style without a face pass
+        found = finder.detect(np.asarray(photo)) if finder is not None else []
+        square = photo.crop(avatar_square(photo.size, subject(photo.size, [f.box for f in found])))
         side = round(square.width * to_file)  # the square in the file's own pixels, which resize goes by
         square.info = {**photo.info, "source_size": (side, side)}
         photo = square

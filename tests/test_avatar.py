@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from inference.avatar import avatar_square, head_box
+from inference.avatar import avatar_square, head_box, subject
 from inference.detector import FaceDetector
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import InProcessBot, serving
@@ -42,7 +42,8 @@ def test_the_square_holds_the_head_in_its_circle_and_stays_inside_the_photo() ->
     small = avatar_square((300, 400), (50.0, 50.0, 250.0, 300.0))
     assert small[2] - small[0] == 300 and 0 <= small[1] and small[3] <= 400  # the largest square there is
     assert avatar_square((400, 300), None) == (50, 0, 350, 300)  # no face: the centre
-
+    assert subject((1280, 867), [(600.0, 400.0, 640.0, 440.0)]) is None  # a passer-by is no subject
+    assert subject((1280, 867), [face, (1.0, 1.0, 2.0, 2.0)]) == face
 
 def avatar_of(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], data: bytes) -> tuple[Call, Call]:
     """Send a photo, press Avatar under its result; the avatar as a photo, and as the file."""

@@ -52,6 +52,9 @@ def test_inline_mode_lists_the_users_own_results_newest_first_and_no_one_elses(
     assert answer.params["is_personal"] in (True, "true", "True") and int(answer.params["cache_time"]) <= 10
     assert listed(inline(fake, alice, "tiny")) == sent[::-1]  # the style's name filters
     assert listed(inline(fake, alice, offset="1")) == sent[::-1][1:]  # a later page
+    assert listed(inline(fake, alice, offset="9" * 30)) == sent[::-1]  # a forged offset: the first page
+    unknown = inline(fake, alice, "nosuchstyle")
+    assert listed(unknown) == [] and "No style has that name" in unknown.params["button"]["text"]
 
     stranger = inline(fake, bob)
     assert listed(stranger) == [] and "send me a photo" in stranger.params["button"]["text"]

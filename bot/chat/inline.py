@@ -29,18 +29,28 @@ async def inline_query(update: Update, context: Context) -> None:
         return
     st = state(context)
     lang = await user_lang(st, query.from_user)
-    offset = int(query.offset) if query.offset.isdigit() else 0
-    style = style_asked(st.styles, query.query)
-    found = await st.cache.own_results(query.from_user.id, PAGE, offset, style)
+    # The offset is ours (next_offset below), but a client may send anything: plain digits, in range.
+    offset = int(query.offset) if query.offset.isascii() and query.offset.isdigit() and len(query.offset) <= 6 else 0
+    text = query.query.strip()
+    style = style_asked(st.styles, text)
+    found = await st.cache.own_results(query.from_user.id, PAGE, offset, style) if style or not text else []
     results = [r for r in (_shown(st, own, str(offset + i), lang) for i, own in enumerate(found)) if r is not None]
-    button = None if found or offset else InlineQueryResultsButton(t(lang, "inline_empty"), start_parameter="inline")
+    button = None
+    if not found and not offset:  # say why the list is empty, with the way to the bot
+        if not text:
+            why = t(lang, "inline_empty")
+        elif style is not None:
+            why = t(lang, "inline_none_in_style", style=st.styles.display(style, lang))
+        else:
+            why = t(lang, "inline_no_style")
+        button = InlineQueryResultsButton(why, start_parameter="inline")
     await query.answer(results, cache_time=CACHE_S, is_personal=True,
                        next_offset=str(offset + PAGE) if len(found) == PAGE else "", button=button)
 
 
 def style_asked(styles: Styles, text: str) -> str | None:
     """The installed style a query names (its name, or its display name in either language, or the start
-    of one); None for an empty query or one that names no style, which lists every result."""
+    of one); None for an empty query (every result is listed) or one that names no style (none is)."""
     wanted = text.strip().lower()
     if not wanted:
         return None
