@@ -12,6 +12,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from inference.processes import running
+
 PREFIX = "animebot-clip-"  # then the process id, a dash, and tempfile's own letters
 
 
@@ -25,17 +27,7 @@ def sweep() -> int:
     swept = 0
     for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
         pid = folder.name[len(PREFIX):].split("-", 1)[0]
-        if folder.is_dir() and pid.isdigit() and not _alive(int(pid)):
+        if folder.is_dir() and pid.isdigit() and not running(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
             swept += 1
     return swept
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True

@@ -32,6 +32,7 @@ from bot.updates.polling import MAX_BACKOFF_S, poll
 from bot.service.state import close_state, open_state
 from bot.styles import Styles
 from bot.updates.webhook import WebhookServer
+from inference.processes import running
 from storage.retention import sweep
 
 log = logging.getLogger("animebot")
@@ -183,18 +184,8 @@ def health(home: Path) -> tuple[bool, str]:
         age = time.time() - float(stamp)
     except (OSError, ValueError):
         return False, f"no heartbeat at {beat}: the bot is not running (or still loading its models)"
-    if pid.isdigit() and not _running(int(pid)):
+    if pid.isdigit() and not running(int(pid)):
         return False, f"the bot (pid {pid}) is not running: it was killed or crashed"
     if age > HEALTH_STALE_S:
         return False, f"the last heartbeat is {age:.0f} s old: the bot is stuck or a worker is down"
     return True, f"ok (heartbeat {age:.0f} s ago)"
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, but another user's
-        return True
-    return True
