@@ -169,10 +169,13 @@ class Drawer:
             return None
 
     def _finder(self, settings: ConvertSettings, tools: FaceTools | None) -> FaceDetector | None:
-        """The detector an avatar is cut by, also for a style with no face pass (sketch); None when no
-        avatar is asked for, or no detector is installed (the avatar is then the photo's centre)."""
-        if not settings.avatar or tools is not None:
+        """The detector an avatar is cut by: the face pass's, or for a style with no face pass (sketch)
+        the one detector; None when no avatar is asked for, or no detector is installed (the avatar is
+        then the photo's centre)."""
+        if not settings.avatar:
             return None
+        if tools is not None:
+            return tools.detector
         try:
             return self._the_detector()
         except AnimebotError:

@@ -189,8 +189,8 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
 
     The face pass runs when ``settings.faces`` is on and ``face_tools`` is
     given; without them the result is exactly the whole-image pass. An avatar
-    (``settings.avatar``) finds its face with ``finder``, else with the face
-    pass's detector, else takes the photo's centre.
+    (``settings.avatar``) finds its face with ``finder``, or without one takes
+    the photo's centre.
     """
     t0 = time.perf_counter()
     faces_on = settings.faces and face_tools is not None
@@ -207,8 +207,7 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     input_size = photo.info.get("source_size", photo.size)
     frames = photo.info.get("frames", 1)
     to_file = input_size[0] / photo.width  # undoes a reduced decode, for the faces' boxes
-    finder = finder or (face_tools.detector if face_tools is not None else None)
-    if settings.avatar:  # ``finder``: the detector, given for an avatar even to a style without a face pass
+    if settings.avatar:
         found = finder.detect(np.asarray(photo)) if finder is not None else []
         square = photo.crop(avatar_square(photo.size, subject(photo.size, [f.box for f in found])))
         side = round(square.width * to_file)  # the square in the file's own pixels, which resize goes by

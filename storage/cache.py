@@ -176,12 +176,14 @@ class Cache:
         await self._db.commit()
 
     async def hold(self, user_id: int, content_sha256: str, key: str = "") -> None:
-        """Note that ``user_id`` asked for this photo (``key`` empty) or this result of it: /forget
-        erases what only they hold, and leaves what another user holds too (storage/erasure.py)."""
-        await self._db.execute(
+        """Note that ``user_id`` asked for this photo, and with ``key`` for this result of it, in one
+        commit: /forget erases what only they hold, and leaves what another user holds too
+        (storage/erasure.py)."""
+        now = time.time()
+        await self._db.executemany(
             "INSERT INTO holdings (user_id, content_sha256, result_key, used_at) VALUES (?, ?, ?, ?)"
             " ON CONFLICT DO UPDATE SET used_at = excluded.used_at",
-            (user_id, content_sha256, key, time.time()),
+            [(user_id, content_sha256, k, now) for k in dict.fromkeys(("", key))],
         )
         await self._db.commit()
 

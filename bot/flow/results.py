@@ -114,7 +114,6 @@ class Results:
         """
         drawn = await self._result(req, src, style, job, status, reservation, fetched)
         if not src.sample:  # the registry's sample photo is the bot's own, nobody's to forget
-            await self.cache.hold(req.user_id, drawn.sha256)
             await self.cache.hold(req.user_id, drawn.sha256, drawn.result.key)
         return drawn
 
