@@ -180,11 +180,14 @@ class Cache:
         commit: /forget erases what only they hold, and leaves what another user holds too
         (storage/erasure.py)."""
         now = time.time()
-        await self._db.executemany(
-            "INSERT INTO holdings (user_id, content_sha256, result_key, used_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT DO UPDATE SET used_at = excluded.used_at",
-            [(user_id, content_sha256, k, now) for k in dict.fromkeys(("", key))],
-        )
+        # One execute each, not executemany: under a burst, Python's sqlite3 failed an executemany
+        # now and then with "bad parameter or other API misuse" (bench.load caught it).
+        for k in dict.fromkeys(("", key)):
+            await self._db.execute(
+                "INSERT INTO holdings (user_id, content_sha256, result_key, used_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT DO UPDATE SET used_at = excluded.used_at",
+                (user_id, content_sha256, k, now),
+            )
         await self._db.commit()
 
     async def own_results(self, user_id: int, limit: int, offset: int = 0, style: str | None = None
