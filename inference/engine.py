@@ -23,6 +23,8 @@ from weights.store import ModelStore
 if TYPE_CHECKING:
     from torch import nn
 
+    from inference.segmentation import Segmenter
+
     from inference.generator import Generator
 
 T = TypeVar("T")
@@ -146,6 +148,7 @@ def _from_export(store: ModelStore, entry: ModelEntry, path: Path, load: Callabl
 
 
 DETECTOR = "det_500m"
+SEGMENTER = "selfie"
 
 
 def face_style_for(store: ModelStore, style: str) -> str:
@@ -158,6 +161,15 @@ def face_style_for(store: ModelStore, style: str) -> str:
 def load_detector(store: ModelStore, threads: int | None = None) -> FaceDetector:
     """The installed face detector; ModelError says what is missing or broken."""
     return FaceDetector(store.path(store.entry(DETECTOR)), threads, cache_dir=_openvino_cache(store))
+
+
+def load_segmenter(store: ModelStore, threads: int | None = None) -> Segmenter:
+    """The installed person segmentation, from its cached ONNX export (made on first use, with torch);
+    WeightsError or ModelError says what is missing or broken."""
+    from inference.segmentation import Segmenter, exported
+
+    entry, path = store.require(SEGMENTER)
+    return Segmenter(exported(path, weights_digest(entry, path), store.cache_dir), threads)
 
 
 def face_tools_for(store: ModelStore, style: str, model_for: Callable[[str], Stylizer],

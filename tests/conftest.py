@@ -41,6 +41,7 @@ PHOTOS = SHARED / "photos"
 HAYAO_FILE = MODELS / "animeganv2_hayao_256x256_integer_quant.tflite"
 CUTE_FILE = MODELS / "AnimeGANv3_tiny_Cute.onnx"
 DET_FILE = MODELS / "det_500m.onnx"
+SELFIE_FILE = MODELS / "selfie_segmentation.tflite"
 # A style about a ninth of Hayao's cost a frame, for the bots of tests about the path a photo
 # takes rather than its drawing; Hayao where the cute model is absent.
 QUICK_STYLE = "cute" if CUTE_FILE.is_file() else "hayao"
@@ -54,7 +55,7 @@ TINY_WIDTHS = GeneratorWidths(
 # Fixtures that read ../shared. ``detector`` and ``face_store`` are tests/test_faces.py's, which
 # load the real face detector; they are named here so those tests are marked like the rest.
 SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo", "detector", "face_store",
-                             "styles_store"})
+                             "styles_store", "selfie_file"})
 # A test that can start the bot (a process, or in this one): its module imports a starter, and it has a model to give
 # the bot (no bot starts without a style). Each start costs seconds.
 BOT_STARTERS = (start_bot, serving, bot_in_process)
@@ -127,6 +128,11 @@ def _need(path: Path) -> Path:
 @pytest.fixture(scope="session")
 def hayao_file() -> Path:
     return _need(HAYAO_FILE)
+
+
+@pytest.fixture(scope="session")
+def selfie_file() -> Path:
+    return _need(SELFIE_FILE)
 
 
 @pytest.fixture(scope="session")
