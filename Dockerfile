@@ -2,7 +2,7 @@
 #   docker compose up -d            (see docker-compose.yml and the README)
 # Build with the models inside the image instead of downloading them into the
 # data volume on first start:
-#   docker build --build-arg BAKE_WEIGHTS="hayao hayao_v3 shinkai cute jp_face sketch cartoon det_500m sample" -t animebot .
+#   docker build --build-arg BAKE_WEIGHTS="hayao hayao_v3 shinkai cute jp_face sketch cartoon det_500m selfie sample" -t animebot .
 FROM python:3.11-slim-bookworm
 
 # insightface needs opencv-python (the GUI build), which needs libGL and GLib.
@@ -36,7 +36,7 @@ USER 10001:10001
 
 # The data volume holds the models, the SQLite journal and cache, and the results.
 ENV ANIMEBOT_HOME=/data \
-    ANIMEBOT_WEIGHTS=hayao,hayao_v3,shinkai,cute,jp_face,sketch,cartoon,det_500m,sample \
+    ANIMEBOT_WEIGHTS=hayao,hayao_v3,shinkai,cute,jp_face,sketch,cartoon,det_500m,selfie,sample \
     ANIMEBOT_BAKED_MODELS=/opt/animebot/models
 VOLUME ["/data"]
 

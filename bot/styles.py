@@ -87,7 +87,15 @@ class Styles:
         if s.faces and face_style != name:
             model += "+" + self._digest(face_style)
         options = f"f{int(s.faces)}s{s.strength}k{int(s.keep_colours)}" + ("a" if s.avatar else "")
+        if s.cut:  # which cut: the segmentation model's file, or the oval without it
+            cutter = self.cutter
+            options += f"c{s.cut}-" + ((cutter.sha256 or cutter.git_sha1 or "local")[:12] if cutter else "oval")
         return f"r{PIPELINE_REVISION}-{model}-{s.max_side}-{s.fmt}{s.jpeg_quality}-{options}"
+
+    @property
+    def cutter(self) -> ModelEntry | None:
+        """The installed person segmentation stickers are cut with; None: they are cut as an oval."""
+        return next((e for e in self.others if e.kind == "segmenter"), None)
 
     def _digest(self, name: str) -> str:
         entry = self.entry(name)

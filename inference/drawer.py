@@ -20,10 +20,11 @@ from pathlib import Path
 from inference.backends import Stylizer, release_buffers
 from inference.clip_settings import ClipSettings
 from inference.detector import FaceDetector
-from inference.engine import Backend, face_tools_for, load_detector, load_stylizer
+from inference.engine import Backend, face_tools_for, load_detector, load_segmenter, load_stylizer
 from inference.errors import AnimebotError
 from inference import scratch
 from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
+from inference.segmentation import Segmenter
 from weights.store import ModelStore
 
 log = logging.getLogger("animebot.worker")
@@ -104,6 +105,7 @@ class Drawer:
         self.store = ModelStore(spec.home)
         self._models: OrderedDict[str, Stylizer] = OrderedDict()
         self._detector: FaceDetector | None = None
+        self._segmenter: Segmenter | None = None
         self.face_problem = ""  # why the face pass is off, once it failed to load: it is not tried again
 
     def load(self) -> Loaded:
@@ -132,7 +134,8 @@ class Drawer:
             tools = self.face_tools(order.style) if order.settings.faces else None
             model = self.model(order.style)
             self._release_others(model, tools)
-            return convert_bytes(order.data, model, order.settings, tools, self._finder(order.settings, tools))
+            return convert_bytes(order.data, model, order.settings, tools, self._finder(order.settings, tools),
+                                 self._cutter(order.settings))
         except AnimebotError as exc:
             return WorkFailed(order.job_id, exc.code, exc.message)
         except Exception as exc:  # a bug or a runtime failure: keep its traceback, keep serving
@@ -169,10 +172,10 @@ class Drawer:
             return None
 
     def _finder(self, settings: ConvertSettings, tools: FaceTools | None) -> FaceDetector | None:
-        """The detector an avatar is cut by: the face pass's, or for a style with no face pass (sketch)
-        the one detector; None when no avatar is asked for, or no detector is installed (the avatar is
-        then the photo's centre)."""
-        if not settings.avatar:
+        """The detector an avatar or sticker is cut by: the face pass's, or for a style with no face pass
+        (sketch) the one detector; None when neither is asked for, or no detector is installed (the
+        avatar is then the photo's centre, the sticker the whole photo)."""
+        if not (settings.avatar or settings.cut):
             return None
         if tools is not None:
             return tools.detector
@@ -180,6 +183,19 @@ class Drawer:
             return self._the_detector()
         except AnimebotError:
             return None
+
+    def _cutter(self, settings: ConvertSettings) -> Segmenter | None:
+        """The person segmentation a sticker is cut by; None when no cut is asked for, or the model is
+        not installed here (the cut is then an oval, and the result says so). Looked for at each
+        sticker, so a model installed while the bot runs is used from the next one."""
+        if not settings.cut:
+            return None
+        if self._segmenter is None:
+            try:
+                self._segmenter = load_segmenter(self.store, self.spec.threads)
+            except AnimebotError:
+                return None
+        return self._segmenter
 
     def _the_detector(self) -> FaceDetector:
         self._detector = self._detector or load_detector(self.store, self.spec.threads)

@@ -121,7 +121,7 @@ def _to_rgb(img: Image.Image) -> Image.Image:
 
 
 def encode(img: Image.Image, fmt: str = "jpg", quality: int = 92) -> bytes:
-    """An RGB image to JPEG or PNG bytes."""
+    """An RGB image to JPEG or PNG bytes (PNG keeps an RGBA image's transparency)."""
     buf = io.BytesIO()
     if fmt in ("jpg", "jpeg"):
         # 4:4:4 chroma keeps the thin coloured lines of the anime style crisp.

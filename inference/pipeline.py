@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from inference import sticker
 from inference.avatar import avatar_square, subject
 from inference.backends import Stylizer, release_buffers
 from inference.colour import blend, keep_colours
 from inference.detector import FaceDetector
 from inference.faces import Framing, face_pass
 from inference.imageio import ImageLimits, decode, encode
+from inference.segmentation import Segmenter
 
 # 720 px on the long side, chosen by measurement (docs/benchmarks.md, "Choosing max_side",
 # has the numbers): smaller outputs look blurry on a phone screen; larger ones
@@ -47,6 +49,9 @@ class ConvertSettings:
     keep_colours: bool = False  # anime lightness and lines, the photo's colours
     limits: ImageLimits = field(default_factory=ImageLimits)
     avatar: bool = False  # cut to a square around the largest face first (inference/avatar.py)
+    # "sticker": the person cut out, outlined, as a 512 px WebP; "cutout": the person cut out, as a
+    # transparent PNG; "": the whole photo (inference/sticker.py)
+    cut: str = ""
 
 
 @dataclass
@@ -83,6 +88,7 @@ class Converted:
     faces: list[dict[str, object]] = field(default_factory=list)
     frames: int = 1  # frames written for a clip; for an animated picture its count (its first frame is drawn)
     clip: ClipFacts | None = None  # set for a clip: ``data`` is an MP4
+    cut: str = ""  # for a sticker or cut-out, how the person was cut: "person" (segmented) or "oval"
 
 
 def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:
@@ -184,13 +190,15 @@ def stylize_crops(crops: list[np.ndarray], model: Stylizer) -> list[np.ndarray]:
 
 
 def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = ConvertSettings(),
-                  face_tools: FaceTools | None = None, finder: FaceDetector | None = None) -> Converted:
+                  face_tools: FaceTools | None = None, finder: FaceDetector | None = None,
+                  segmenter: Segmenter | None = None) -> Converted:
     """The whole pipeline on one file's bytes. Raises ImageError for bad input.
 
     The face pass runs when ``settings.faces`` is on and ``face_tools`` is
     given; without them the result is exactly the whole-image pass. An avatar
-    (``settings.avatar``) finds its face with ``finder``, or without one takes
-    the photo's centre.
+    (``settings.avatar``) or a sticker (``settings.cut``) finds its face with
+    ``finder``, or without one takes the photo's centre or the whole photo; a
+    sticker is cut out by ``segmenter``, or without one by an oval.
     """
     t0 = time.perf_counter()
     faces_on = settings.faces and face_tools is not None
@@ -207,12 +215,14 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     input_size = photo.info.get("source_size", photo.size)
     frames = photo.info.get("frames", 1)
     to_file = input_size[0] / photo.width  # undoes a reduced decode, for the faces' boxes
-    if settings.avatar:
+    if settings.avatar or settings.cut:
         found = finder.detect(np.asarray(photo)) if finder is not None else []
-        square = photo.crop(avatar_square(photo.size, subject(photo.size, [f.box for f in found])))
-        side = round(square.width * to_file)  # the square in the file's own pixels, which resize goes by
-        square.info = {**photo.info, "source_size": (side, side)}
-        photo = square
+        face = subject(photo.size, [f.box for f in found])
+        box = avatar_square(photo.size, face) if settings.avatar else sticker.subject_box(photo.size, face)
+        part = photo.crop(box)
+        # the crop in the file's own pixels, which resize goes by
+        part.info = {**photo.info, "source_size": (round(part.width * to_file), round(part.height * to_file))}
+        photo = part
     small = resize(photo, settings.max_side)
     # The face pass reads the decoded photo as an array; the decoded image itself goes now, so a
     # 16 MP photo is held once (48 MB) while the model runs, and not at all without the pass.
@@ -249,15 +259,26 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     if settings.strength < 100:
         anime = blend(np.asarray(small), anime, settings.strength / 100)
     t4 = time.perf_counter()
-    out = encode(Image.fromarray(anime, "RGB"), settings.fmt, settings.jpeg_quality)
+    cut, size = "", small.size
+    if settings.cut:
+        mask = segmenter.mask(np.asarray(small)) if segmenter is not None else None
+        alpha, cut = sticker.person_alpha(mask, *small.size)
+        person = sticker.cut_out(anime, alpha)
+        picture = sticker.sticker(person) if settings.cut == "sticker" else person
+        out = sticker.webp(picture) if settings.fmt == "webp" else encode(picture, settings.fmt, settings.jpeg_quality)
+        size = picture.size
+        timings["cut_s"] = time.perf_counter() - t4
+    else:
+        out = encode(Image.fromarray(anime, "RGB"), settings.fmt, settings.jpeg_quality)
     timings["encode_s"] = time.perf_counter() - t4
     return Converted(
         data=out,
         input_size=input_size,
-        output_size=small.size,
+        output_size=size,
         style=model.style,
         backend=model.backend,
         timings=timings,
         faces=reports,
         frames=frames,
+        cut=cut,
     )

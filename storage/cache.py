@@ -57,8 +57,10 @@ def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
 
 
 def _kind_of(key: str, filename: str) -> str:
-    """How a result was sent: a still is a photo; a clip's key says what it was sent as
+    """How a result was sent: a WebP is a sticker, any other still a photo; a clip's key says what it was sent as
     (bot/flow/results.py puts ``|KIND:`` in a clip's version)."""
+    if filename.endswith(".webp"):
+        return "sticker"
     if not filename.endswith(".mp4"):
         return "photo"
     return next((kind for kind in ("video_note", "animation", "video") if f"|{kind}:" in key), "video")

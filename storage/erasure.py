@@ -37,6 +37,8 @@ class Erased:
     updates: int = 0  # journal rows of updates they sent whose contents were deleted
     buttons: int = 0  # result buttons
     settings: bool = False  # their style, language and drawing options
+    # The names of their sticker sets, which live on in Telegram: only their owner can delete them there.
+    sticker_sets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class Erasures:
         async with self._db.execute("SELECT update_id, user_id, chat_id, lang, message_id, summary FROM erasures"
                                     " ORDER BY update_id") as cur:
             rows = await cur.fetchall()
-        return [Erasure(r[0], r[1], r[2], r[3], r[4], Erased(**json.loads(r[5])) if r[5] else None) for r in rows]
+        return [Erasure(r[0], r[1], r[2], r[3], r[4], _erased(r[5]) if r[5] else None) for r in rows]
 
     async def erase(self, erasure: Erasure, who: str, asked: int, drawn: int) -> Erased:
         """Delete everything kept about ``erasure.user_id`` but the erasure itself, and note what went.
@@ -136,7 +138,16 @@ class Erasures:
                          " WHERE user_id = ?)", (uid, uid))
         requests = (await db.execute("DELETE FROM jobs WHERE user_id = ?", (uid,))).rowcount
         updates = await _clear_updates(db, uid, asking_update)
-        return Erased(results, kept, photos, requests, updates, buttons, settings)
+        async with db.execute("SELECT name FROM sticker_sets WHERE user_id = ? ORDER BY number", (uid,)) as cur:
+            sets = tuple(row[0] for row in await cur.fetchall())
+        await db.execute("DELETE FROM sticker_sets WHERE user_id = ?", (uid,))
+        await db.execute("DELETE FROM stickers WHERE user_id = ?", (uid,))
+        return Erased(results, kept, photos, requests, updates, buttons, settings, sets)
+
+
+def _erased(summary: str) -> Erased:
+    raw = json.loads(summary)
+    return Erased(**{**raw, "sticker_sets": tuple(raw.get("sticker_sets", ()))})
 
 
 async def _held(db: aiosqlite.Connection, column: str, value: str) -> bool:

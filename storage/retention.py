@@ -44,6 +44,10 @@ async def sweep(db: aiosqlite.Connection, results_dir: Path, keep_s: float, now:
     photos = (await db.execute("DELETE FROM uploads WHERE seen_at < ?", (cutoff,))).rowcount
     await db.execute("DELETE FROM buttons WHERE created_at < ?", (cutoff,))
     await db.execute("DELETE FROM holdings WHERE used_at < ?", (cutoff,))
+    # The sets stay in Telegram, their owner's; the bot forgets which is whose (a later sticker finds the set
+    # by its name again) and which result went where.
+    await db.execute("DELETE FROM stickers WHERE added_at < ?", (cutoff,))
+    await db.execute("DELETE FROM sticker_sets WHERE used_at < ?", (cutoff,))
     await db.execute("UPDATE users SET last_photo = NULL WHERE last_photo IS NOT NULL"
                      " AND last_photo NOT IN (SELECT content_sha256 FROM uploads)")
     await db.execute("DELETE FROM users WHERE style IS NULL AND lang IS NULL AND last_photo IS NULL")

@@ -173,8 +173,31 @@ CREATE TABLE erasures (
 );
 """
 
+_STICKERS = """
+-- Each user's sticker sets (Telegram keeps the stickers), the one being filled being their latest.
+CREATE TABLE sticker_sets (
+    name TEXT PRIMARY KEY,
+    user_id INTEGER NOT NULL,
+    number INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    used_at REAL NOT NULL
+);
+CREATE INDEX sticker_sets_user ON sticker_sets(user_id, number);
+-- Which result went into which set as which sticker; file_id '' while it is being added.
+CREATE TABLE stickers (
+    user_id INTEGER NOT NULL,
+    result_key TEXT NOT NULL,
+    set_name TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    file_id TEXT NOT NULL,
+    added_at REAL NOT NULL,
+    PRIMARY KEY (user_id, result_key)
+);
+CREATE INDEX stickers_set ON stickers(set_name);
+"""
+
 STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS,
-                          _PRIVACY)
+                          _PRIVACY, _STICKERS)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

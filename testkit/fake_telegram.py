@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -35,6 +36,10 @@ BOT_USER = {"id": 123456789, "is_bot": True, "first_name": "Anime", "username": 
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
 JSON_FIELDS = {"reply_markup", "reply_parameters", "media", "commands", "scope", "allowed_updates", "entities",
                "results", "button"}
+STICKER_SIDE = 512  # a static sticker: one side exactly this, the other at most
+STICKER_MAX_BYTES = 512 * 1024
+STICKERS_IN_SET = 120
+SET_NAME = re.compile(r"^[A-Za-z](?!.*__)[A-Za-z0-9_]{0,63}\Z")
 CACHED_FILE_FIELDS = ("photo_file_id", "mpeg4_file_id", "video_file_id", "sticker_file_id", "document_file_id")
 
 
@@ -97,6 +102,10 @@ class FakeTelegram:
         self.downloads: list[str] = []
         self.files: dict[str, StoredFile] = {}
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
+        # Users who opened a private chat with the bot (wrote to it there): only they can own sticker sets.
+        self.started: set[int] = set()
+        self.sticker_sets: dict[str, dict[str, Any]] = {}  # name -> {"owner", "title", "stickers": [Sticker]}
+        self.sticker_uploads: dict[str, int] = {}  # file_id of an uploadStickerFile -> the user it was uploaded for
         self._updates: list[dict[str, Any]] = []
         self.pushed: list[int] = []  # every update id handed out, for tests that wait until all are handled
         self._update_ids = itertools.count(1000)
@@ -214,6 +223,9 @@ class FakeTelegram:
 
     def push(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Queue an update for getUpdates; returns the message or query it carries."""
+        message = payload.get("message") or {}
+        if message.get("chat", {}).get("type") == "private" and "from" in message:
+            self.started.add(message["from"]["id"])
         with self._cond:
             update = {"update_id": next(self._update_ids), **payload}
             self._updates.append(update)
@@ -357,6 +369,109 @@ class FakeTelegram:
             if not any(str(r.get(f)) in self.files for f in CACHED_FILE_FIELDS if f in r):
                 raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
         return True
+
+    # --- sticker sets, as Telegram checks them -------------------------------------------------
+
+    def _sticker_file(self, data: bytes, fmt: str) -> None:
+        """A static sticker's file: WebP or PNG, one side 512 px and the other at most that, under 512 KB."""
+        if fmt != "static":
+            raise ApiError(400, "Bad Request: STICKER_FORMAT_UNSUPPORTED")
+        try:
+            img = Image.open(io.BytesIO(data))
+            kind, (w, h) = img.format, img.size
+        except Exception:
+            raise ApiError(400, "Bad Request: STICKER_FILE_INVALID") from None
+        if kind not in ("WEBP", "PNG") or len(data) > STICKER_MAX_BYTES:
+            raise ApiError(400, "Bad Request: STICKER_FILE_INVALID")
+        if max(w, h) != STICKER_SIDE:
+            raise ApiError(400, "Bad Request: STICKER_PNG_DIMENSIONS")
+
+    def _owner(self, params: dict[str, Any]) -> int:
+        user_id = int(params["user_id"])
+        if user_id not in self.started:
+            raise ApiError(400, "Bad Request: PEER_ID_INVALID")
+        return user_id
+
+    def _new_sticker(self, value: Any, files: dict[str, bytes], owner: int, set_name: str) -> dict[str, Any]:
+        """A set's sticker made of an InputSticker: a file uploaded for its owner, or a new upload."""
+        item = json.loads(value) if isinstance(value, str) else value
+        if not 1 <= len(item.get("emoji_list") or []) <= 20:
+            raise ApiError(400, "Bad Request: STICKER_EMOJI_INVALID")
+        ref = item.get("sticker")
+        if isinstance(ref, str) and ref.startswith("attach://"):
+            data = files[ref[len("attach://"):]]
+        elif self.sticker_uploads.get(str(ref)) == owner:
+            data = self.files[str(ref)].data
+        else:
+            raise ApiError(400, "Bad Request: STICKER_FILE_INVALID")
+        self._sticker_file(data, item.get("format", "static"))
+        f = self.store_file(data, ".webp")  # a set's sticker is a file of its own
+        w, h = Image.open(io.BytesIO(data)).size
+        return {"file_id": f.file_id, "file_unique_id": f.unique_id, "type": "regular", "width": w, "height": h,
+                "is_animated": False, "is_video": False, "emoji": item["emoji_list"][0], "set_name": set_name,
+                "file_size": len(data)}
+
+    def _m_uploadStickerFile(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        owner = self._owner(params)
+        data = files.get("sticker")
+        if data is None:
+            raise ApiError(400, "Bad Request: there is no sticker file in the request")
+        self._sticker_file(data, str(params.get("sticker_format")))
+        f = self.store_file(data, ".webp")
+        self.sticker_uploads[f.file_id] = owner
+        return {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(data)}
+
+    def _m_createNewStickerSet(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        owner = self._owner(params)
+        name = str(params["name"])
+        suffix = f"_by_{BOT_USER['username']}"
+        if not SET_NAME.match(name) or not name.lower().endswith(suffix.lower()) or name.endswith("_" + suffix):
+            raise ApiError(400, "Bad Request: invalid sticker set name is specified")
+        if name.lower() in (n.lower() for n in self.sticker_sets):
+            raise ApiError(400, "Bad Request: sticker set name is already occupied")
+        if not 1 <= len(str(params.get("title", ""))) <= 64:
+            raise ApiError(400, "Bad Request: invalid sticker set title")
+        stickers = json.loads(params["stickers"]) if isinstance(params["stickers"], str) else params["stickers"]
+        if not 1 <= len(stickers) <= 50:
+            raise ApiError(400, "Bad Request: STICKERS_INVALID")
+        made = [self._new_sticker(s, files, owner, name) for s in stickers]
+        self.sticker_sets[name] = {"owner": owner, "title": params["title"], "stickers": made}
+        return True
+
+    def _m_addStickerToSet(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        owner = self._owner(params)
+        found = self.sticker_sets.get(str(params["name"]))
+        if found is None or found["owner"] != owner:
+            raise ApiError(400, "Bad Request: STICKERSET_INVALID")
+        if len(found["stickers"]) >= STICKERS_IN_SET:
+            raise ApiError(400, "Bad Request: STICKERS_TOO_MUCH")
+        found["stickers"].append(self._new_sticker(params["sticker"], files, owner, str(params["name"])))
+        return True
+
+    def _m_getStickerSet(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        found = self.sticker_sets.get(str(params["name"]))
+        if found is None:
+            raise ApiError(400, "Bad Request: STICKERSET_INVALID")
+        return {"name": params["name"], "title": found["title"], "sticker_type": "regular",
+                "stickers": list(found["stickers"])}
+
+    def _m_deleteStickerSet(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        if self.sticker_sets.pop(str(params["name"]), None) is None:
+            raise ApiError(400, "Bad Request: STICKERSET_INVALID")
+        return True
+
+    def _m_sendSticker(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        f, uploaded = self._media(files.get("sticker", params.get("sticker")), files, ".webp")
+        if uploaded:
+            self._sticker_file(f.data, "static")
+        set_name = next((n for n, s in self.sticker_sets.items()
+                         if any(x["file_id"] == f.file_id for x in s["stickers"])), None)
+        w, h = Image.open(io.BytesIO(f.data)).size
+        sticker = {"file_id": f.file_id, "file_unique_id": f.unique_id, "type": "regular", "width": w, "height": h,
+                   "is_animated": False, "is_video": False, "file_size": len(f.data)}
+        if set_name:
+            sticker["set_name"] = set_name
+        return self._bot_message(params, sticker=sticker)
 
     def _m_getChatMember(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         chat_id, user_id = int(params["chat_id"]), int(params["user_id"])

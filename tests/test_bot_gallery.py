@@ -23,7 +23,7 @@ from bot.flow.access import Access, Limits
 from bot.chat.i18n import t
 from bot.flow.results import face_share
 from bot.chat.keyboards import (ALBUM_MAX, ALL_STYLES, AVATAR, FULL_SIZE, PREVIEW_MINE, REDRAW, SET_LANG, SET_OPTION,
-                                SET_STYLE, album_styles, result_keyboard, style_keyboard, style_menu_text)
+                                SET_STYLE, STICKER, CUTOUT, album_styles, result_keyboard, style_keyboard, style_menu_text)
 from bot.flow.previews import PREVIEW_SETTINGS, compose, layout, sheet_key
 from bot.flow.requests import REQUEST_VERSION, Request, Source, request_from_json, request_to_json
 from bot.styles import Styles
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 GALLERY = ("hayao", "cute", "hayao_v3", "shinkai", "jp_face", "sketch")  # cartoon's engine is not needed here
 EIGHT = GALLERY + ("cartoon", "paprika")
-ROUTES = (REDRAW, FULL_SIZE, ALL_STYLES, AVATAR, PREVIEW_MINE, SET_STYLE, SET_LANG, SET_OPTION)
+ROUTES = (REDRAW, FULL_SIZE, ALL_STYLES, AVATAR, STICKER, CUTOUT, PREVIEW_MINE, SET_STYLE, SET_LANG, SET_OPTION)
 ADMIN = 880001
 SPOILER_ADMIN = 880002  # an admin of its own (no quota), so ADMIN's counts stay the All styles test's
 QUOTA = 4
@@ -70,11 +70,12 @@ def test_under_a_result_two_rows_of_redraws_at_most_and_every_style_reachable(na
     for style in styles.names:
         for lang in ("en", "zh"):
             rows = markup_rows(result_keyboard(styles, style, "Ab-_0123456x", lang))
-            redraw_rows, last = rows[:-1], rows[-1]
+            redraw_rows, uses, last = rows[:-2], rows[-2], rows[-1]
             assert 1 <= len(redraw_rows) <= 2 and all(1 <= len(row) <= 4 for row in redraw_rows), rows
             assert [REDRAW.match(d) is not None for row in redraw_rows for _, d in row] == \
                 [True] * sum(map(len, redraw_rows))
-            assert [d for _, d in last] == ["a:Ab-_0123456x", "v:Ab-_0123456x", "f:Ab-_0123456x"]
+            assert [d for _, d in uses] == ["t:Ab-_0123456x", "v:Ab-_0123456x"]
+            assert [d for _, d in last] == ["a:Ab-_0123456x", "n:Ab-_0123456x", "f:Ab-_0123456x"]
             direct = [REDRAW.match(d).group(1) for row in redraw_rows for _, d in row]  # type: ignore[union-attr]
             # short labels: the style's display name in the user's language, nothing more
             assert [text for row in redraw_rows for text, _ in row] == [styles.display(n, lang) for n in direct]

@@ -75,7 +75,11 @@ async def stats_command(incoming: Incoming) -> None:
 # --- commands ------------------------------------------------------------------
 
 async def start(incoming: Incoming) -> None:
-    await incoming.message.reply_text(t(incoming.lang, "start"))
+    """The welcome; opened from a group's sticker link (``/start sticker``), where to go next as well."""
+    text = t(incoming.lang, "start")
+    if (incoming.message.text or "").split()[1:] == ["sticker"]:
+        text = t(incoming.lang, "start_sticker") + "\n\n" + text
+    await incoming.message.reply_text(text)
 
 
 async def help_command(incoming: Incoming) -> None:

@@ -100,6 +100,17 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown_command": "I don't know that command. /help lists what I can do.",
         "full_size": "📄 Full size",
         "avatar": "👤 Avatar",
+        "sticker": "🎭 Sticker",
+        "no_background": "✂️ No background",
+        "sticker_open_set": "➕ Add my sticker set",
+        "sticker_set_title": "Anime me by @{bot}",
+        "sticker_start_button": "💬 Open a chat with me",
+        "sticker_needs_start": "To keep your stickers in a set of your own, I need a private chat with you: tap the "
+                               "button, press Start, then press Sticker again.",
+        "sticker_set_refused": "Telegram wouldn't add this sticker to your set, so here it is on its own.",
+        "sticker_oval": "The person cut-out model isn't installed on this bot, so stickers are cut as an oval.",
+        "start_sticker": "Now we have a chat: press 🎭 Sticker under your result again, and it goes into a sticker set "
+                         "of your own.",
         "fast_mode": "⚡ Many photos are waiting, so this one is drawn in fast mode, with the lighter {style} style.",
         "settings": (
             "Drawing settings for this chat:\n"
@@ -169,6 +180,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "forgot_nothing": "Done. I kept nothing about you, so there was nothing to delete.",
         "forgot_nothing_admin": "Done. Nothing was kept about user {user_id}.",
         "forgot_results": "results, with their files: {count}",
+        "forgot_sticker_sets": "Your sticker sets are yours in Telegram, and only you can delete them: send /delpack "
+                               "to @Stickers and pick each of these.\n{sets}",
+        "forgot_sticker_sets_admin": "Their sticker sets stay in Telegram; only they can delete them (/delpack to "
+                                     "@Stickers):\n{sets}",
         "forgot_photos": "records of photos (Telegram's ids and their hashes): {count}",
         "forgot_requests": "stored requests: {count}",
         "forgot_updates": "stored messages: {count}",
@@ -299,6 +314,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown_command": "我不认识这个命令。/help 列出了我能做的事。",
         "full_size": "📄 原尺寸文件",
         "avatar": "👤 头像",
+        "sticker": "🎭 贴纸",
+        "no_background": "✂️ 去背景",
+        "sticker_open_set": "➕ 添加我的贴纸包",
+        "sticker_set_title": "我的动漫贴纸 @{bot}",
+        "sticker_start_button": "💬 和我私聊",
+        "sticker_needs_start": "要把贴纸放进你自己的贴纸包，我需要先和你私聊：点按钮，按“开始”，再按一次“贴纸”。",
+        "sticker_set_refused": "Telegram 没有把这张贴纸加进你的贴纸包，先单独发给你。",
+        "sticker_oval": "这个机器人没有安装人像抠图模型，所以贴纸按椭圆裁剪。",
+        "start_sticker": "我们已经开始私聊了：再按一次结果下面的“🎭 贴纸”，它就会放进你自己的贴纸包。",
         "fast_mode": "⚡ 排队的照片较多，这张用快速模式（更轻的「{style}」风格）绘制。",
         "settings": (
             "本聊天的绘制设置：\n"
@@ -363,6 +387,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "forgot_nothing": "完成。我没有保存关于你的任何数据，所以没有需要删除的。",
         "forgot_nothing_admin": "完成。没有保存关于用户 {user_id} 的数据。",
         "forgot_results": "结果及其文件：{count}",
+        "forgot_sticker_sets": "你的贴纸包属于你在 Telegram 的账号，只有你能删除：向 @Stickers 发送 /delpack，"
+                               "再逐个选择：\n{sets}",
+        "forgot_sticker_sets_admin": "该用户的贴纸包仍在 Telegram 中，只有本人能删除"
+                                     "（向 @Stickers 发送 /delpack）：\n{sets}",
         "forgot_photos": "照片的记录（Telegram 的编号和哈希）：{count}",
         "forgot_requests": "保存的请求：{count}",
         "forgot_updates": "保存的消息：{count}",

@@ -1,4 +1,4 @@
-"""Inline mode: ``@bot`` in any chat lists the user's own results, newest first, to send there.
+"""Inline mode: ``@bot`` in any chat lists the user's own results and stickers, newest first, to send there.
 
 Every result is offered by the file id Telegram gave it when the bot sent it, so nothing is
 uploaded again. The list is the user's alone: it comes from what they asked for (``holdings``,
@@ -8,8 +8,8 @@ language. The operator switches inline mode on with @BotFather's ``/setinline``.
 """
 from __future__ import annotations
 
-from telegram import (InlineQueryResultCachedMpeg4Gif, InlineQueryResultCachedPhoto, InlineQueryResultCachedVideo,
-                      InlineQueryResultsButton, Update)
+from telegram import (InlineQueryResultCachedMpeg4Gif, InlineQueryResultCachedPhoto, InlineQueryResultCachedSticker,
+                      InlineQueryResultCachedVideo, InlineQueryResultsButton, Update)
 
 from bot.chat.context import BotState, Context, state, user_lang
 from bot.chat.i18n import t
@@ -19,7 +19,8 @@ from storage.cache import OwnResult
 PAGE = 20  # results a page; Telegram takes up to 50
 CACHE_S = 10  # how long Telegram may show a user the same answer: a new result appears soon after
 
-InlineResult = InlineQueryResultCachedPhoto | InlineQueryResultCachedMpeg4Gif | InlineQueryResultCachedVideo
+InlineResult = (InlineQueryResultCachedPhoto | InlineQueryResultCachedMpeg4Gif | InlineQueryResultCachedVideo
+                | InlineQueryResultCachedSticker)
 
 
 async def inline_query(update: Update, context: Context) -> None:
@@ -70,4 +71,6 @@ def _shown(st: BotState, own: OwnResult, rid: str, lang: str) -> InlineResult | 
         return InlineQueryResultCachedMpeg4Gif(rid, own.media_file_id)
     if own.kind == "video":
         return InlineQueryResultCachedVideo(rid, own.media_file_id, title=st.styles.display(own.style, lang))
+    if own.kind == "sticker":
+        return InlineQueryResultCachedSticker(rid, own.media_file_id)
     return None

@@ -6,9 +6,11 @@ pattern to its own handler; anything else is answered as expired):
 
 - ``r:STYLE:ID`` redraws the result ``ID`` in another style, ``a:ID`` draws
   it in every other style (an album), ``f:ID`` sends it as a full-size
-  file, and ``v:ID`` draws its photo again as an avatar. ``ID`` is a result's server-side id (storage/buttons.py), which
-  holds the photo, style and settings it was drawn with and the chat it was
-  shown in.
+  file, ``v:ID`` draws its photo again as an avatar, ``t:ID`` as a sticker
+  in the user's own set, and ``n:ID`` as a cut-out with no background (a
+  PNG file). ``ID`` is a result's server-side id (storage/buttons.py),
+  which holds the photo, style and settings it was drawn with and the chat
+  it was shown in.
 - ``s:STYLE:UID`` and ``l:LANG:UID`` set the style or language of the user
   ``UID`` the menu was sent to, and ``p:UID`` previews every style on that
   user's last photo; nobody else may use them.
@@ -36,6 +38,8 @@ REDRAW = re.compile(rf"^r:({_STYLE}):({_ID})\Z")
 FULL_SIZE = re.compile(rf"^f:({_ID})\Z")
 ALL_STYLES = re.compile(rf"^a:({_ID})\Z")
 AVATAR = re.compile(rf"^v:({_ID})\Z")
+STICKER = re.compile(rf"^t:({_ID})\Z")
+CUTOUT = re.compile(rf"^n:({_ID})\Z")
 PREVIEW_MINE = re.compile(r"^p:(\d+)\Z")
 SET_STYLE = re.compile(rf"^s:({_STYLE}):(\d+)\Z")
 SET_LANG = re.compile(r"^l:(\w{2,8}):(\d+)\Z")
@@ -106,16 +110,19 @@ def rows_of(buttons: list[InlineKeyboardButton], per_row: int) -> list[list[Inli
 
 
 def result_keyboard(styles: Styles, style: str, result_id: str, lang: str) -> InlineKeyboardMarkup:
-    """Under a result: at most two rows of redraw buttons (short names), then All styles and Full size."""
+    """Under a result: at most two rows of redraw buttons (short names), then what else it can become (a
+    sticker, an avatar), then All styles, No background and Full size."""
     shown = redraw_styles(styles, style)
     per_row = len(shown) if len(shown) <= 3 else min(REDRAW_PER_ROW, math.ceil(len(shown) / REDRAW_ROWS))
     rows = rows_of([InlineKeyboardButton(styles.display(n, lang), callback_data=f"r:{n}:{result_id}")
                     for n in shown], max(1, per_row))
-    last = [InlineKeyboardButton(t(lang, "avatar"), callback_data=f"v:{result_id}"),
+    uses = [InlineKeyboardButton(t(lang, "sticker"), callback_data=f"t:{result_id}"),
+            InlineKeyboardButton(t(lang, "avatar"), callback_data=f"v:{result_id}")]
+    last = [InlineKeyboardButton(t(lang, "no_background"), callback_data=f"n:{result_id}"),
             InlineKeyboardButton(t(lang, "full_size"), callback_data=f"f:{result_id}")]
     if len(album_styles(styles, style)) >= 2:  # with one other style, its redraw button is the same thing
         last.insert(0, InlineKeyboardButton(t(lang, "all_styles"), callback_data=f"a:{result_id}"))
-    return InlineKeyboardMarkup([*rows, last])
+    return InlineKeyboardMarkup([*rows, uses, last])
 
 
 def album_keyboard(result_ids: list[str], lang: str, labels: list[str] | None = None) -> InlineKeyboardMarkup:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
+from typing import Any
 
 from telegram.error import TelegramError
 
@@ -17,6 +18,9 @@ from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
 
 AVATAR_SIDE = 1024  # an avatar's side at most: Telegram shows profile photos up to this size
+STICKER_SIDE = 640  # a sticker's person is drawn this large, then fitted into the 512 px sticker with its outline
+CUTOUT_SIDE = 1024  # a cut-out is a file to use elsewhere: drawn at an avatar's detail
+PLAIN: dict[str, Any] = {"avatar": False, "cut": "", "fmt": "jpg"}  # what a button's own changes start from
 
 
 async def redraw_button(pressed: Pressed) -> None:
@@ -42,7 +46,23 @@ async def avatar_button(pressed: Pressed) -> None:
     """``v:ID``: the result's photo drawn again as an avatar: a square around the largest face, at full
     detail, as a photo and as the file (inference/avatar.py)."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, as_document=False, avatar=True)
+    await result_button(pressed, result_id, None, as_document=False,
+                        change=dict(avatar=True, faces=True, max_side=AVATAR_SIDE))
+
+
+async def sticker_button(pressed: Pressed) -> None:
+    """``t:ID``: the result's person drawn again as a sticker, into the user's own set (bot/chat/stickers.py,
+    inference/sticker.py)."""
+    (result_id,) = pressed.groups(1)
+    await result_button(pressed, result_id, None, as_document=False,
+                        change=dict(cut="sticker", fmt="webp", faces=True, max_side=STICKER_SIDE))
+
+
+async def cutout_button(pressed: Pressed) -> None:
+    """``n:ID``: the result's person with no background, as a transparent PNG file."""
+    (result_id,) = pressed.groups(1)
+    await result_button(pressed, result_id, None, as_document=True,
+                        change=dict(cut="cutout", fmt="png", faces=True, max_side=CUTOUT_SIDE))
 
 
 async def all_styles_button(pressed: Pressed) -> None:
@@ -52,8 +72,9 @@ async def all_styles_button(pressed: Pressed) -> None:
 
 
 async def result_button(pressed: Pressed, result_id: str, style_arg: str | None, as_document: bool,
-                        all_styles: bool = False, avatar: bool = False) -> None:
-    """Act on the result a button sits under, as it was drawn, and only in the chat it was shown in.
+                        all_styles: bool = False, change: dict[str, Any] | None = None) -> None:
+    """Act on the result a button sits under, as it was drawn (with ``change`` made to its settings: an
+    avatar, a sticker, a cut-out of it), and only in the chat it was shown in.
 
     A second press while the first is being answered is told so, and costs nothing.
     """
@@ -79,7 +100,7 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
             sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),),
-            settings=replace(shown.settings, avatar=True, faces=True, max_side=AVATAR_SIDE) if avatar else shown.settings,
+            settings=replace(shown.settings, **{**PLAIN, **change}) if change else shown.settings,
             as_document=as_document, query_id=query.id, styles=others,
         ))
     finally:

@@ -26,6 +26,7 @@ from bot.chat.keyboards import album_keyboard, result_keyboard, style_keyboard, 
 from bot.flow.requests import Request, Source
 from bot.chat.retry import retrying
 from bot.chat.status import reply_to
+from bot.chat.stickers import Stickers
 from bot.styles import Styles
 from storage.buttons import ResultButtons, ShownResult
 from storage.cache import Cache, CachedResult
@@ -68,8 +69,11 @@ class _Notice:
 
 
 class Replies:
-    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles, clip_s: float = 10.0) -> None:
+    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles, stickers: Stickers,
+                 clip_s: float = 10.0) -> None:
         self.bot = bot
+        self.stickers = stickers
+        self._told_oval: set[int] = set()  # chats told this run that stickers are cut as an oval
         self.clip_s = clip_s  # the longest clip drawn, for the note under one cut short
         self.cache = cache
         self.buttons = buttons
@@ -83,6 +87,12 @@ class Replies:
             return [(d, await self._document(req, d)) for d in done]
         if len(done) == 1 and done[0].source.clip:
             return [(done[0], await self._clip(req, done[0]))]
+        if len(done) == 1 and req.settings.cut == "sticker":
+            sent = await self.stickers.send(req, done[0].result)
+            if self.styles.cutter is None and req.chat_id not in self._told_oval:
+                self._told_oval.add(req.chat_id)
+                await self.say(req, t(req.lang, "sticker_oval"))
+            return [(done[0], sent)]
         if len(done) == 1 and req.settings.avatar:  # a profile photo: to look at, and the file to set
             return [(done[0], await self._photo(req, done[0])), (done[0], await self._document(req, done[0]))]
         if len(done) == 1:
@@ -94,6 +104,8 @@ class Replies:
         for d, msg in sent:
             res = d.result
             media = msg.animation or msg.video or msg.video_note  # a clip's file_id is kept as its "photo" one
+            if msg.sticker and msg.sticker.file_id != res.media_file_id:  # a sticker's, for inline mode
+                await self.cache.set_file_ids(res.key, media_file_id=msg.sticker.file_id)
             if d.source.clip and media is not None and media.file_id != res.media_file_id:
                 await self.cache.set_file_ids(res.key, media_file_id=media.file_id)
             if msg.photo and msg.photo[-1].file_id != res.media_file_id:

@@ -103,6 +103,9 @@ def forgotten_text(lang: str, forgotten: Forgotten, user_id: int, own: bool) -> 
     parts = [head, "\n".join(f"• {line}" for line in lines)] if lines else [head]
     if e.kept:
         parts.append(t(lang, "forgot_kept" if own else "forgot_kept_admin", count=e.kept))
+    if e.sticker_sets:
+        links = "\n".join(f"https://t.me/addstickers/{name}" for name in e.sticker_sets)
+        parts.append(t(lang, "forgot_sticker_sets" if own else "forgot_sticker_sets_admin", sets=links))
     if own:
         parts.append(t(lang, "forgot_after"))
     return "\n\n".join(parts)

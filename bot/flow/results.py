@@ -227,8 +227,8 @@ class Results:
         metrics.DRAWING_S.observe(drawing_s)
         w, h = converted.output_size
         clip = converted.clip
-        stored = await self.cache.put(key, sha, style, converted.data, w, h, suffix=".mp4" if clip else ".jpg",
-                                      face_share=face_share(converted))
+        suffix = ".mp4" if clip else f".{req.settings.fmt}"
+        stored = await self.cache.put(key, sha, style, converted.data, w, h, suffix=suffix, face_share=face_share(converted))
         await self.cache.bump("converted")
         passes = sum(1 for f in converted.faces if f["pass"])
         self.pool.settle(ticket, passes, clip.drawn if clip else None)

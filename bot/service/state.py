@@ -26,12 +26,14 @@ from bot.chat.photos import on_album
 from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import Pool
 from bot.chat.replies import Replies
+from bot.chat.stickers import Stickers
 from bot.styles import Styles
 from inference.drawer import DrawerSpec
 from storage.buttons import ResultButtons
 from storage.cache import Cache
 from storage.erasure import Erasures
 from storage.journal import Journal
+from storage.stickers import StickerBook
 
 log = logging.getLogger("animebot")
 
@@ -67,7 +69,8 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     buttons = ResultButtons(cache.db)
     settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
-    replies = Replies(app.bot, cache, buttons, styles, cfg.video_max_s)
+    stickers = Stickers(app.bot, StickerBook(cache.db), journal.secret)
+    replies = Replies(app.bot, cache, buttons, styles, stickers, cfg.video_max_s)
     runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     forgetting = Forgetting(app.bot, runner, Erasures(cache.db, cache.results_dir), limits)

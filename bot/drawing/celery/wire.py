@@ -22,7 +22,7 @@ TASK_NAME = "animebot.draw"
 HEARTBEAT_PREFIX = "animebot:worker:"
 # Orders and results carry this; a bot and a worker of different releases refuse each other's messages
 # with a sentence that says so, rather than misreading a field.
-WIRE_VERSION = 2  # 2: clips (an order's clip settings, a result's clip facts)
+WIRE_VERSION = 3  # 2: clips (an order's clip settings, a result's clip facts); 3: stickers and cut-outs (settings.cut)
 # Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
 MAX_PHOTO_BYTES = 20 << 20
 

@@ -1,0 +1,141 @@
+"""A person cut out of a drawing: the crop around them, their outline, and a sticker made of it.
+
+A sticker is of one person, as a chat shows them: the largest face with its
+hair and shoulders, cut out of the background. The photo is first cut to
+that head-and-shoulders box (the selfie segmentation model is made for
+people near the camera, not a wide group photo), then drawn as any photo
+is, and the segmentation of the same crop becomes the drawing's alpha.
+
+Without the segmentation model the cut is an oval around the head and
+shoulders: clean, if not the person's own outline.
+
+The sticker itself follows the usual look of Telegram stickers: a white
+outline around the person and a soft shadow under it, 512 px on its longer
+side, WebP with a transparent background, under 512 KB.
+"""
+from __future__ import annotations
+
+import io
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from inference.avatar import head_box
+
+SIDE = 512  # a static sticker: its longer side exactly this
+MAX_BYTES = 512 * 1024  # Telegram's bound on a static sticker's file
+OUTLINE_PX = 9  # the white outline's width on the 512 px sticker
+SHADOW_BLUR_PX = 5.0  # the shadow's softness (Gaussian sigma)
+SHADOW_DROP_PX = 4  # how far below the person the shadow falls
+SHADOW_OPACITY = 0.35
+PAD = OUTLINE_PX + int(3 * SHADOW_BLUR_PX) + SHADOW_DROP_PX  # the room the outline and shadow need round the person
+# The head-and-shoulders box around a face box, in face widths beside and face heights below the chin.
+SHOULDERS_BESIDE, SHOULDERS_BELOW = 1.0, 1.3
+# The cut's edge: mask values below LOW are background, above HIGH person, a short ramp between, so
+# the outline follows a crisp edge rather than the model's blur.
+LOW, HIGH = 0.35, 0.65
+ISLAND_SHARE = 0.10  # a separate piece of "person" smaller than this share of the largest is dropped
+# A cut that keeps less of the crop than this found no person (a landscape, a street): its specks would
+# make no sticker, so the oval is used instead.
+MIN_PERSON_SHARE = 0.05
+
+
+def subject_box(size: tuple[int, int], face: tuple[float, float, float, float] | None) -> tuple[int, int, int, int]:
+    """The crop (left, top, right, bottom) of a ``size`` photo for a sticker of ``face``: the head
+    with hair, and the shoulders below; the whole photo when there is no face."""
+    width, height = size
+    if face is None:
+        return 0, 0, width, height
+    x1, y1, x2, y2 = head_box(face)
+    w, h = face[2] - face[0], face[3] - face[1]
+    left, right = face[0] - SHOULDERS_BESIDE * w, face[2] + SHOULDERS_BESIDE * w
+    top, bottom = y1 - 0.1 * h, face[3] + SHOULDERS_BELOW * h
+    box = (min(left, x1), top, max(right, x2), bottom)
+    return (max(0, int(box[0])), max(0, int(box[1])), min(width, int(np.ceil(box[2]))),
+            min(height, int(np.ceil(box[3]))))
+
+
+def oval_mask(width: int, height: int) -> np.ndarray:
+    """The cut used without the segmentation model: the ellipse inscribed in the crop, feathered by a
+    pixel or two so its edge is smooth."""
+    mask = np.zeros((height, width), np.uint8)
+    cv2.ellipse(mask, (width // 2, height // 2), (max(1, width // 2 - 2), max(1, height // 2 - 2)), 0, 0, 360, 255,
+                thickness=-1, lineType=cv2.LINE_AA)
+    return mask.astype(np.float32) / 255.0
+
+
+def person_alpha(mask: np.ndarray | None, width: int, height: int) -> tuple[np.ndarray, str]:
+    """The cut's alpha for a ``width`` x ``height`` drawing, and how it was made: "person" from the
+    segmentation ``mask``, or "oval" where there is none or it found no one."""
+    if mask is not None:
+        alpha = alpha_of(mask)
+        if np.count_nonzero(alpha == 255) >= MIN_PERSON_SHARE * alpha.size:
+            return alpha, "person"
+    return alpha_of(oval_mask(width, height)), "oval"
+
+
+def alpha_of(mask: np.ndarray) -> np.ndarray:
+    """The person's alpha (uint8) from a segmentation's probabilities: a crisp edge, and no specks
+    of background the model half-believed were a person."""
+    alpha = np.clip((mask - LOW) / (HIGH - LOW), 0.0, 1.0)
+    solid = (alpha > 0.5).astype(np.uint8)
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(solid, connectivity=8)
+    if count > 2:
+        areas = stats[1:, cv2.CC_STAT_AREA]
+        small = np.flatnonzero(areas < ISLAND_SHARE * areas.max()) + 1
+        alpha[np.isin(labels, small)] = 0.0
+    return np.rint(alpha * 255).astype(np.uint8)
+
+
+def cut_out(rgb: np.ndarray, alpha: np.ndarray, margin: int = 0) -> Image.Image:
+    """The RGBA picture of the person, trimmed to their extent (plus ``margin`` px); the whole picture
+    when nothing was found, so a cut never comes back empty."""
+    rgba = np.dstack([rgb, alpha])
+    ys, xs = np.nonzero(alpha)
+    if len(xs) == 0:
+        rgba[:, :, 3] = 255
+        return Image.fromarray(rgba, "RGBA")
+    h, w = alpha.shape
+    top, bottom = max(0, ys.min() - margin), min(h, ys.max() + 1 + margin)
+    left, right = max(0, xs.min() - margin), min(w, xs.max() + 1 + margin)
+    return Image.fromarray(np.ascontiguousarray(rgba[top:bottom, left:right]), "RGBA")
+
+
+def sticker(person: Image.Image) -> Image.Image:
+    """The person (RGBA, trimmed) on a transparent 512 px sticker, with a white outline and a soft shadow."""
+    inner = SIDE - 2 * PAD
+    scale = inner / max(person.size)
+    size = (max(1, round(person.width * scale)), max(1, round(person.height * scale)))
+    person = person.resize(size, Image.Resampling.LANCZOS)
+    canvas = (size[0] + 2 * PAD, size[1] + 2 * PAD)
+    alpha = np.zeros((canvas[1], canvas[0]), np.float32)
+    alpha[PAD:PAD + size[1], PAD:PAD + size[0]] = np.asarray(person)[:, :, 3] / 255.0
+    disk = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * OUTLINE_PX + 1, 2 * OUTLINE_PX + 1))
+    outline = cv2.GaussianBlur(cv2.dilate(alpha, disk), (0, 0), 0.8)
+    shadow = cv2.GaussianBlur(outline, (0, 0), SHADOW_BLUR_PX)
+    shadow = np.roll(shadow, SHADOW_DROP_PX, axis=0) * SHADOW_OPACITY
+    layers = Image.new("RGBA", canvas, (0, 0, 0, 0))
+    layers.alpha_composite(_solid((0, 0, 0), shadow))
+    layers.alpha_composite(_solid((255, 255, 255), outline))
+    layers.alpha_composite(person, (PAD, PAD))
+    out = np.asarray(layers).copy()
+    out[:, :, 3][out[:, :, 3] < 3] = 0  # the blur's faint tails: the background stays fully clear
+    return Image.fromarray(out, "RGBA")
+
+
+def _solid(colour: tuple[int, int, int], alpha: np.ndarray) -> Image.Image:
+    layer = np.empty((*alpha.shape, 4), np.uint8)
+    layer[:, :, :3] = colour
+    layer[:, :, 3] = np.clip(np.rint(alpha * 255), 0, 255).astype(np.uint8)
+    return Image.fromarray(layer, "RGBA")
+
+
+def webp(img: Image.Image) -> bytes:
+    """The sticker as WebP under Telegram's 512 KB: near-lossless first, lower quality only if needed."""
+    for quality in (95, 85, 70, 50):
+        buf = io.BytesIO()
+        img.save(buf, "WEBP", quality=quality, alpha_quality=100, method=4)
+        if buf.tell() <= MAX_BYTES:
+            break
+    return buf.getvalue()

@@ -1,0 +1,102 @@
+"""Each user's sticker sets, and which of their results are in them.
+
+Telegram keeps the sets; the bot keeps only what it needs to add to them:
+the set it is filling for each user (its name, and how many stickers it
+holds, so a full set moves on to the next), and for each result made into a
+sticker, the set it went into and the sticker's file id, so a second press
+sends the same sticker instead of adding it twice.
+
+A sticker is written down in two steps around the call that adds it: before
+(``file_id`` empty, with the place it will take in the set) and after. A
+restart between the two finds the pending row and asks Telegram whether the
+sticker landed, so a sticker asked for before a crash is added once.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import aiosqlite
+
+FULL = 120  # the most stickers Telegram takes in a static set
+
+
+@dataclass(frozen=True)
+class StickerSet:
+    """A user's set as the bot last knew it."""
+
+    name: str
+    number: int  # 1 for the user's first set, then 2, ...: a full set moves on to the next
+    count: int
+
+    @property
+    def full(self) -> bool:
+        return self.count >= FULL
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A result made into a sticker: the set it went into, its place there, and its file id ('' while
+    the call that adds it has not answered)."""
+
+    set_name: str
+    position: int
+    file_id: str
+
+
+class StickerBook:
+    """Lives on the cache's connection (see :meth:`storage.cache.Cache.db`)."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+    async def current(self, user_id: int) -> StickerSet | None:
+        """The set the user's next sticker goes into: their latest."""
+        async with self._db.execute(
+            "SELECT name, number, count FROM sticker_sets WHERE user_id = ? ORDER BY number DESC LIMIT 1", (user_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        return StickerSet(row[0], int(row[1]), int(row[2])) if row else None
+
+    async def made(self, user_id: int, name: str, number: int, count: int) -> None:
+        """A set now exists on Telegram with ``count`` stickers (made by the bot, or found there)."""
+        await self._db.execute(
+            "INSERT INTO sticker_sets (name, user_id, number, count, used_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET count = excluded.count, used_at = excluded.used_at",
+            (name, user_id, number, count, time.time()))
+        await self._db.commit()
+
+    async def gone(self, name: str) -> None:
+        """The set no longer exists on Telegram (its owner deleted it): forget it and what it held."""
+        await self._db.execute("DELETE FROM stickers WHERE set_name = ?", (name,))
+        await self._db.execute("DELETE FROM sticker_sets WHERE name = ?", (name,))
+        await self._db.commit()
+
+    async def placed(self, user_id: int, result_key: str) -> Placed | None:
+        async with self._db.execute(
+            "SELECT set_name, position, file_id FROM stickers WHERE user_id = ? AND result_key = ?",
+            (user_id, result_key),
+        ) as cur:
+            row = await cur.fetchone()
+        return Placed(row[0], int(row[1]), row[2]) if row else None
+
+    async def adding(self, user_id: int, result_key: str, set_name: str, position: int) -> None:
+        """About to add the result's sticker to ``set_name`` at ``position`` (0-based)."""
+        await self._db.execute(
+            "INSERT OR REPLACE INTO stickers (user_id, result_key, set_name, position, file_id, added_at)"
+            " VALUES (?, ?, ?, ?, '', ?)", (user_id, result_key, set_name, position, time.time()))
+        await self._db.commit()
+
+    async def added(self, user_id: int, result_key: str, file_id: str, count: int) -> None:
+        """The sticker is in its set, as ``file_id``; the set now holds ``count``."""
+        await self._db.execute("UPDATE stickers SET file_id = ? WHERE user_id = ? AND result_key = ?",
+                               (file_id, user_id, result_key))
+        await self._db.execute(
+            "UPDATE sticker_sets SET count = ?, used_at = ? WHERE name = (SELECT set_name FROM stickers"
+            " WHERE user_id = ? AND result_key = ?)", (count, time.time(), user_id, result_key))
+        await self._db.commit()
+
+    async def drop(self, user_id: int, result_key: str) -> None:
+        """Forget one result's sticker (it is no longer in its set)."""
+        await self._db.execute("DELETE FROM stickers WHERE user_id = ? AND result_key = ?", (user_id, result_key))
+        await self._db.commit()
