@@ -85,7 +85,7 @@ def _settings(**changes: object) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("message", "why"), [
     (["not", "a", "map"], "must be a map, got list"),
-    ({**order_to_message(ORDER), "v": 1}, "format version 1, not 2"),  # a worker of the release before clips
+    ({**order_to_message(ORDER), "v": 2}, "format version 2, not 3"),  # a bot of the release before stickers
     ({**order_to_message(ORDER), "v": True}, "format version True"),
     ({k: v for k, v in order_to_message(ORDER).items() if k != "v"}, "format version None"),
     ({k: v for k, v in order_to_message(ORDER).items() if k != "style"}, "no field(s) style"),
