@@ -71,6 +71,7 @@ class ClipPlan:
     frames: int
     seconds: float
     trimmed: bool  # the input was longer than ``ClipLimits.max_seconds``
+    crop: tuple[int, int, int, int] | None = None  # the part of each upright frame drawn (an avatar's square)
 
 
 def _open(data: bytes) -> Any:
@@ -134,11 +135,15 @@ def plan(info: ClipInfo, limits: ClipLimits) -> ClipPlan:
     return ClipPlan(size, fps, max(1, round(seconds * fps)), seconds, info.seconds > limits.max_seconds + 1e-3)
 
 
-def _upright(frame: Any, rotation: int, size: tuple[int, int]) -> np.ndarray:
-    """One decoded frame as an upright RGB array of ``size``, transparency flattened onto white."""
+def _upright(frame: Any, rotation: int, size: tuple[int, int], crop: tuple[int, int, int, int] | None = None
+             ) -> np.ndarray:
+    """One decoded frame as an upright RGB array of ``size`` (of its ``crop`` only, when given),
+    transparency flattened onto white."""
     rgba = frame.to_ndarray(format="rgba")
     if rotation:
         rgba = np.rot90(rgba, rotation // 90)
+    if crop is not None:
+        rgba = rgba[crop[1]:crop[3], crop[0]:crop[2]]
     img = Image.fromarray(np.ascontiguousarray(rgba), "RGBA")
     if int(rgba[..., 3].min()) < 255:
         img = Image.alpha_composite(Image.new("RGBA", img.size, (255, 255, 255, 255)), img)
@@ -196,7 +201,7 @@ def read_frames(data: bytes, info: ClipInfo, clip: ClipPlan) -> Iterator[tuple[n
                 yield held, held_new
                 held_new = False
                 given += 1
-            held, held_new = _upright(frame, info.rotation, clip.size), True
+            held, held_new = _upright(frame, info.rotation, clip.size, clip.crop), True
             until = at + _shown_for(frame, info, clip)
         # The last frame lasts as long as the file says it is shown: not to the declared end of a
         # file cut short, whose missing part would otherwise come out as a still picture.
@@ -206,6 +211,16 @@ def read_frames(data: bytes, info: ClipInfo, clip: ClipPlan) -> Iterator[tuple[n
             given += 1
     if held is None:
         raise ClipError("I could not read any frame of that video.")
+
+
+def first_frame(data: bytes, info: ClipInfo) -> np.ndarray:
+    """The clip's first frame, upright, at its full size (to find the face an avatar is cut around)."""
+    with _open(data) as container:
+        try:
+            frame = next(container.decode(container.streams.video[0]))
+        except (StopIteration, av.FFmpegError, ValueError):
+            raise ClipError("I could not read any frame of that video.") from None
+        return _upright(frame, info.rotation, (info.width, info.height))
 
 
 def _audio_packets(container: Any, seconds: float) -> list[Any] | None:
@@ -308,3 +323,26 @@ def write_gif(frames: Iterator[np.ndarray], fps: Fraction) -> bytes:
     Image.fromarray(first).save(out, "GIF", save_all=True, loop=0, duration=delay, optimize=False,
                                 append_images=(Image.fromarray(f) for f in frames))
     return out.getvalue()
+
+
+def write_webm(frames: list[np.ndarray], fps: Fraction, max_bytes: int) -> bytes:
+    """A silent WebM of VP9 with its alpha (yuva420p; libvpx keeps the alpha plane beside the picture,
+    WebM's ``alpha_mode``), as Telegram's video stickers are: the best quality of a few that fits
+    ``max_bytes``, else the smallest. ``frames`` are RGBA arrays of one size."""
+    out = b""
+    for crf in (30, 38, 46, 54, 63):
+        buf = io.BytesIO()
+        with av.open(buf, "w", format="webm") as container:
+            video = container.add_stream("libvpx-vp9", rate=fps)
+            video.height, video.width = frames[0].shape[:2]
+            video.pix_fmt = "yuva420p"
+            video.options = {"crf": str(crf), "b": "0", "deadline": "good", "cpu-used": "4"}
+            for i, rgba in enumerate(frames):
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgba), format="rgba")
+                frame.pts = i
+                container.mux(video.encode(frame))
+            container.mux(video.encode(None))
+        out = buf.getvalue()
+        if len(out) <= max_bytes:
+            break
+    return out

@@ -29,3 +29,6 @@ class ClipSettings:
     strength: int = 100
     keep_colours: bool = False
     steady: bool = True
+    # "sticker": a video sticker (the person cut out of each frame, outlined, 512 px, WebM with alpha)
+    cut: str = ""
+    avatar: bool = False  # a square around the first frame's largest face, for an animated profile photo

@@ -12,21 +12,24 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
 
-from inference import clip_io
+from inference import clip_io, sticker
 from inference.backends import Stylizer
 from inference.clip_io import ClipInfo, ClipPlan
 from inference.clip_settings import ClipSettings
 from inference.colour import blend, keep_colours
 from inference.errors import AnimebotError
 from inference.pipeline import ClipFacts, Converted, _compile_ahead, stylize
+from inference.avatar import avatar_square, subject
+from inference.detector import FaceDetector
+from inference.segmentation import Segmenter
 from inference.steady import Steadier
 
-FORMATS = ("mp4", "gif")
+FORMATS = ("mp4", "gif", "webm")  # webm: a video sticker only
 
 
 class ClipCancelled(AnimebotError):
@@ -47,13 +50,14 @@ class ConvertedClip:
     style: str
     backend: str
     timings: dict[str, float]
+    cut: str = ""  # a video sticker's: "person" (segmented) or "oval"
 
     def as_converted(self) -> Converted:
         """The clip as the bot's workers report any drawing."""
         return Converted(self.data, (self.source.width, self.source.height), self.plan.size, self.style,
                          self.backend, self.timings, frames=self.frames,
                          clip=ClipFacts(float(self.plan.fps), self.frames / float(self.plan.fps), self.drawn,
-                                        self.plan.trimmed, self.sound))
+                                        self.plan.trimmed, self.sound), cut=self.cut)
 
 
 def is_clip(data: bytes) -> bool:
@@ -81,17 +85,25 @@ def draw_frame(photo: np.ndarray, model: Stylizer, settings: ClipSettings) -> np
 
 def convert_clip(data: bytes, model: Stylizer, settings: ClipSettings = ClipSettings(),
                  progress: Callable[[int, int], None] | None = None,
-                 cancelled: Callable[[], bool] | None = None) -> ConvertedClip:
+                 cancelled: Callable[[], bool] | None = None, segmenter: Segmenter | None = None,
+                 finder: FaceDetector | None = None) -> ConvertedClip:
     """Draw a clip. ``progress(done, total)`` hears of each frame written; ``cancelled()`` is asked
-    before each frame is drawn, and True stops the work with :class:`ClipCancelled`.
+    before each frame is drawn, and True stops the work with :class:`ClipCancelled`. A video sticker
+    (``settings.cut``) is cut out of each frame by ``segmenter``, or by an oval without one; an
+    avatar (``settings.avatar``) is the square around the largest face ``finder`` sees in the first
+    frame (the centre without one), as inference/avatar.py cuts a photo's.
 
     Raises :class:`~inference.clip_io.ClipError` for a file that is not a clip we can draw.
     """
-    if settings.fmt not in FORMATS:
-        raise AnimebotError(f"Unknown clip format {settings.fmt!r}: use one of {', '.join(FORMATS)}.")
+    if settings.fmt not in FORMATS or (settings.fmt == "webm") != (settings.cut == "sticker"):
+        raise AnimebotError(f"Unknown clip format {settings.fmt!r}: use one of mp4, gif (webm: a video sticker).")
     t0 = time.perf_counter()
     info = clip_io.probe(data)
     clip = clip_io.plan(info, settings.limits)
+    if settings.avatar:
+        clip = avatar_plan(data, info, settings, finder)
+    if settings.cut:  # one side exactly 512, as Telegram wants a video sticker, enlarged if need be
+        clip = replace(clip, size=sticker.video_size(*clip.size))
     ahead = _compile_ahead(model, clip.size)
     if ahead is not None:
         ahead.join()
@@ -99,7 +111,8 @@ def convert_clip(data: bytes, model: Stylizer, settings: ClipSettings = ClipSett
     counts = {"written": 0, "drawn": 0}
     model_s = 0.0
 
-    def frames() -> Iterator[np.ndarray]:
+    def frames() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Each frame of the input at the output's rate, with its drawing."""
         nonlocal model_s
         shown: np.ndarray | None = None
         for photo, new in clip_io.read_frames(data, info, clip):
@@ -112,17 +125,20 @@ def convert_clip(data: bytes, model: Stylizer, settings: ClipSettings = ClipSett
                 shown = steady(photo, anime) if steady is not None else anime
                 counts["drawn"] += 1
             counts["written"] += 1
-            yield shown
+            yield photo, shown
             if progress is not None:
                 progress(counts["written"], clip.frames)
 
-    sound = None
-    if settings.fmt == "gif":
-        out = clip_io.write_gif(frames(), clip.fps)
+    sound, cut = None, ""
+    if settings.cut:
+        cut_frames, cut = cut_out_frames(frames(), segmenter)
+        out = clip_io.write_webm(cut_frames, clip.fps, sticker.VIDEO_MAX_BYTES)
+    elif settings.fmt == "gif":
+        out = clip_io.write_gif((shown for _, shown in frames()), clip.fps)
     else:
         writer = clip_io.Mp4Writer(clip, data if settings.sound and info.audio else None)
         try:
-            for frame in frames():
+            for _, frame in frames():
                 writer.write(frame)
         except BaseException:
             writer.discard()
@@ -130,4 +146,40 @@ def convert_clip(data: bytes, model: Stylizer, settings: ClipSettings = ClipSett
         out, sound = writer.finish(), writer.sound
     total = time.perf_counter() - t0
     return ConvertedClip(out, settings.fmt, info, clip, counts["written"], counts["drawn"], sound, model.style,
-                         model.backend, {"model_s": model_s, "total_s": total})
+                         model.backend, {"model_s": model_s, "total_s": total}, cut)
+
+
+def avatar_plan(data: bytes, info: ClipInfo, settings: ClipSettings, finder: FaceDetector | None) -> ClipPlan:
+    """The plan for an animated avatar: the square around the first frame's largest face, drawn at
+    most ``settings.limits.max_side`` (and no larger than it is), an even side."""
+    found = finder.detect(clip_io.first_frame(data, info)) if finder is not None else []
+    size = (info.width, info.height)
+    box = avatar_square(size, subject(size, [f.box for f in found]))
+    side = box[2] - box[0]
+    square = clip_io.plan(replace(info, width=side, height=side), settings.limits)
+    return replace(square, crop=box)
+
+
+def cut_out_frames(drawn: Iterator[tuple[np.ndarray, np.ndarray]],
+                   segmenter: Segmenter | None) -> tuple[list[np.ndarray], str]:
+    """Each drawn frame with the person cut out of it and outlined (RGBA), and how: "person", or
+    "oval" for a clip whose first frame shows no one (or with no segmenter), so the cut never
+    flickers between the two."""
+    out: list[np.ndarray] = []
+    how = ""
+    oval: np.ndarray | None = None
+    for photo, anime in drawn:
+        h, w = anime.shape[:2]
+        mask = segmenter.mask(photo) if segmenter is not None and how != "oval" else None
+        if not how:
+            alpha, how = sticker.person_alpha(mask, w, h)
+            oval = alpha if how == "oval" else None
+        elif oval is not None:
+            alpha = oval
+        else:
+            assert mask is not None
+            alpha = sticker.alpha_of(mask)
+        out.append(sticker.outlined(anime, alpha))
+    if not out:
+        raise clip_io.ClipError("I could not read any frame of that video.")
+    return out, how

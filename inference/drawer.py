@@ -130,7 +130,9 @@ class Drawer:
 
                 model = self.model(order.style)
                 self._release_others(model, None)
-                return convert_clip(order.data, model, order.clip, progress, cancelled).as_converted()
+                cutter = self._cutter(order.settings) if order.clip.cut else None
+                finder = self._finder(order.settings, None) if order.clip.avatar else None
+                return convert_clip(order.data, model, order.clip, progress, cancelled, cutter, finder).as_converted()
             tools = self.face_tools(order.style) if order.settings.faces else None
             model = self.model(order.style)
             self._release_others(model, tools)

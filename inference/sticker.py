@@ -23,8 +23,10 @@ from PIL import Image
 
 from inference.avatar import head_box
 
-SIDE = 512  # a static sticker: its longer side exactly this
+SIDE = 512  # a sticker: its longer side exactly this
 MAX_BYTES = 512 * 1024  # Telegram's bound on a static sticker's file
+VIDEO_MAX_BYTES = 256 * 1024  # and on a video sticker's
+VIDEO_SECONDS, VIDEO_FPS = 3.0, 30.0  # a video sticker at most this long, this fast
 OUTLINE_PX = 9  # the white outline's width on the 512 px sticker
 SHADOW_BLUR_PX = 5.0  # the shadow's softness (Gaussian sigma)
 SHADOW_DROP_PX = 4  # how far below the person the shadow falls
@@ -122,6 +124,30 @@ def sticker(person: Image.Image) -> Image.Image:
     out = np.asarray(layers).copy()
     out[:, :, 3][out[:, :, 3] < 3] = 0  # the blur's faint tails: the background stays fully clear
     return Image.fromarray(out, "RGBA")
+
+
+def outlined(rgb: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """One frame of a video sticker: the person (``alpha``) with the sticker's white outline, at the
+    frame's own size (every frame of a clip keeps one size, so nothing is trimmed), RGBA."""
+    scale = max(rgb.shape[:2]) / SIDE
+    width = max(1, round(OUTLINE_PX * scale))
+    disk = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * width + 1, 2 * width + 1))
+    person = alpha.astype(np.float32) / 255.0
+    outline = cv2.GaussianBlur(cv2.dilate(person, disk), (0, 0), 0.8)
+    a = person + outline * (1.0 - person)  # the person over the white outline
+    colour = (rgb.astype(np.float32) * person[..., None] + 255.0 * (outline * (1.0 - person))[..., None]) / \
+        np.maximum(a, 1e-6)[..., None]
+    out = np.dstack([np.clip(np.rint(colour), 0, 255), np.rint(a * 255)]).astype(np.uint8)
+    out[:, :, 3][out[:, :, 3] < 3] = 0
+    return out
+
+
+def video_size(width: int, height: int) -> tuple[int, int]:
+    """A video sticker's frame size: the clip's shape with its longer side exactly 512 (enlarged if
+    need be, as Telegram wants), both sides even for 4:2:0."""
+    scale = SIDE / max(width, height)
+    w, h = round(width * scale), round(height * scale)
+    return (SIDE if w >= h else max(2, w - w % 2)), (SIDE if h > w else max(2, h - h % 2))
 
 
 def _solid(colour: tuple[int, int, int], alpha: np.ndarray) -> Image.Image:

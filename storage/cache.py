@@ -59,7 +59,7 @@ def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
 def _kind_of(key: str, filename: str) -> str:
     """How a result was sent: a WebP is a sticker, any other still a photo; a clip's key says what it was sent as
     (bot/flow/results.py puts ``|KIND:`` in a clip's version)."""
-    if filename.endswith(".webp"):
+    if filename.endswith((".webp", ".webm")):
         return "sticker"
     if not filename.endswith(".mp4"):
         return "photo"
@@ -191,6 +191,12 @@ class Cache:
                 (user_id, content_sha256, k, now),
             )
         await self._db.commit()
+
+    async def holds(self, user_id: int, content_sha256: str) -> bool:
+        """Whether ``user_id`` asked for this photo (sent it, or asked /anime for it in a group)."""
+        async with self._db.execute("SELECT 1 FROM holdings WHERE user_id = ? AND content_sha256 = ? LIMIT 1",
+                                    (user_id, content_sha256)) as cur:
+            return await cur.fetchone() is not None
 
     async def own_results(self, user_id: int, limit: int, offset: int = 0, style: str | None = None
                           ) -> list[OwnResult]:

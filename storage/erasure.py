@@ -17,7 +17,9 @@ write-ahead log truncated at the end, the deleted rows cannot be read from the f
 from __future__ import annotations
 
 import json
+import logging
 import re
+import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import aiosqlite
 
+log = logging.getLogger("animebot.privacy")
 
 @dataclass(frozen=True)
 class Erased:
@@ -66,8 +69,14 @@ async def drop_results(db: aiosqlite.Connection, results_dir: Path, where: str, 
 
 async def truncate_log(db: aiosqlite.Connection) -> None:
     """Fold the write-ahead log into the file and empty it: the log keeps old copies of the pages
-    it changed, deleted rows among them, until then. Busy readers make it a no-op, done again next time."""
-    await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    it changed, deleted rows among them, until then. Busy readers make it a no-op, done again next time:
+    another reader's, or a statement of this connection's still being read by another request, which
+    SQLite refuses with "database table is locked" (a stranger's /forget followed at once by a photo
+    logged that as a traceback)."""
+    try:
+        await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.OperationalError as exc:
+        log.info("the write-ahead log is in use (%s); it is emptied at the next erasure or sweep", exc)
 
 
 class Erasures:

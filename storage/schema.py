@@ -174,15 +174,17 @@ CREATE TABLE erasures (
 """
 
 _STICKERS = """
--- Each user's sticker sets (Telegram keeps the stickers), the one being filled being their latest.
+-- Each user's sticker sets (Telegram keeps the stickers), one line of them for still stickers and one
+-- for video stickers (kind 'static' or 'video'), the one being filled being the latest of its kind.
 CREATE TABLE sticker_sets (
     name TEXT PRIMARY KEY,
     user_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
     number INTEGER NOT NULL,
     count INTEGER NOT NULL,
     used_at REAL NOT NULL
 );
-CREATE INDEX sticker_sets_user ON sticker_sets(user_id, number);
+CREATE INDEX sticker_sets_user ON sticker_sets(user_id, kind, number);
 -- Which result went into which set as which sticker; file_id '' while it is being added.
 CREATE TABLE stickers (
     user_id INTEGER NOT NULL,

@@ -1,8 +1,9 @@
 """Each user's sticker sets, and which of their results are in them.
 
 Telegram keeps the sets; the bot keeps only what it needs to add to them:
-the set it is filling for each user (its name, and how many stickers it
-holds, so a full set moves on to the next), and for each result made into a
+the set it is filling for each user, one for still stickers and one for
+video stickers (its name, and how many stickers it holds, so a full set
+moves on to the next), and for each result made into a
 sticker, the set it went into and the sticker's file id, so a second press
 sends the same sticker instead of adding it twice.
 
@@ -26,7 +27,8 @@ class StickerSet:
     """A user's set as the bot last knew it."""
 
     name: str
-    number: int  # 1 for the user's first set, then 2, ...: a full set moves on to the next
+    kind: str  # "static" or "video"
+    number: int  # 1 for the user's first set of its kind, then 2, ...: a full set moves on to the next
     count: int
 
     @property
@@ -50,20 +52,21 @@ class StickerBook:
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
 
-    async def current(self, user_id: int) -> StickerSet | None:
-        """The set the user's next sticker goes into: their latest."""
+    async def current(self, user_id: int, kind: str) -> StickerSet | None:
+        """The set the user's next sticker of ``kind`` goes into: their latest of that kind."""
         async with self._db.execute(
-            "SELECT name, number, count FROM sticker_sets WHERE user_id = ? ORDER BY number DESC LIMIT 1", (user_id,)
+            "SELECT name, number, count FROM sticker_sets WHERE user_id = ? AND kind = ? ORDER BY number DESC LIMIT 1",
+            (user_id, kind),
         ) as cur:
             row = await cur.fetchone()
-        return StickerSet(row[0], int(row[1]), int(row[2])) if row else None
+        return StickerSet(row[0], kind, int(row[1]), int(row[2])) if row else None
 
-    async def made(self, user_id: int, name: str, number: int, count: int) -> None:
-        """A set now exists on Telegram with ``count`` stickers (made by the bot, or found there)."""
+    async def made(self, user_id: int, made: StickerSet) -> None:
+        """A set now exists on Telegram with ``made.count`` stickers (made by the bot, or found there)."""
         await self._db.execute(
-            "INSERT INTO sticker_sets (name, user_id, number, count, used_at) VALUES (?, ?, ?, ?, ?)"
+            "INSERT INTO sticker_sets (name, user_id, kind, number, count, used_at) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (name) DO UPDATE SET count = excluded.count, used_at = excluded.used_at",
-            (name, user_id, number, count, time.time()))
+            (made.name, user_id, made.kind, made.number, made.count, time.time()))
         await self._db.commit()
 
     async def gone(self, name: str) -> None:

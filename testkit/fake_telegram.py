@@ -38,6 +38,7 @@ JSON_FIELDS = {"reply_markup", "reply_parameters", "media", "commands", "scope",
                "results", "button"}
 STICKER_SIDE = 512  # a static sticker: one side exactly this, the other at most
 STICKER_MAX_BYTES = 512 * 1024
+VIDEO_STICKER_MAX_BYTES = 256 * 1024
 STICKERS_IN_SET = 120
 SET_NAME = re.compile(r"^[A-Za-z](?!.*__)[A-Za-z0-9_]{0,63}\Z")
 CACHED_FILE_FIELDS = ("photo_file_id", "mpeg4_file_id", "video_file_id", "sticker_file_id", "document_file_id")
@@ -372,8 +373,11 @@ class FakeTelegram:
 
     # --- sticker sets, as Telegram checks them -------------------------------------------------
 
-    def _sticker_file(self, data: bytes, fmt: str) -> None:
-        """A static sticker's file: WebP or PNG, one side 512 px and the other at most that, under 512 KB."""
+    def _sticker_file(self, data: bytes, fmt: str) -> tuple[int, int]:
+        """A sticker's file, its size: a static one WebP or PNG under 512 KB; a video one WebM of VP9,
+        at most 3 s and 30 fps, silent, under 256 KB; both 512 px on one side, at most that on the other."""
+        if fmt == "video":
+            return self._video_sticker(data)
         if fmt != "static":
             raise ApiError(400, "Bad Request: STICKER_FORMAT_UNSUPPORTED")
         try:
@@ -385,6 +389,25 @@ class FakeTelegram:
             raise ApiError(400, "Bad Request: STICKER_FILE_INVALID")
         if max(w, h) != STICKER_SIDE:
             raise ApiError(400, "Bad Request: STICKER_PNG_DIMENSIONS")
+        return w, h
+
+    @staticmethod
+    def _video_sticker(data: bytes) -> tuple[int, int]:
+        try:
+            with av.open(io.BytesIO(data)) as c:
+                if "webm" not in c.format.name or not c.streams.video:
+                    raise ApiError(400, "Bad Request: STICKER_VIDEO_NOWEBM")
+                v = c.streams.video[0]
+                w, h = v.codec_context.width, v.codec_context.height
+                ok = (v.codec_context.name == "vp9" and not c.streams.audio and len(data) <= VIDEO_STICKER_MAX_BYTES
+                      and (c.duration or 0) / av.time_base <= 3.0 + 1e-3 and float(v.average_rate or 0) <= 30.0)
+        except av.FFmpegError:
+            raise ApiError(400, "Bad Request: STICKER_VIDEO_NOWEBM") from None
+        if not ok:
+            raise ApiError(400, "Bad Request: STICKER_VIDEO_LONG")
+        if max(w, h) != STICKER_SIDE or min(w, h) > STICKER_SIDE:
+            raise ApiError(400, "Bad Request: STICKER_VIDEO_DIMENSIONS")
+        return w, h
 
     def _owner(self, params: dict[str, Any]) -> int:
         user_id = int(params["user_id"])
@@ -404,20 +427,21 @@ class FakeTelegram:
             data = self.files[str(ref)].data
         else:
             raise ApiError(400, "Bad Request: STICKER_FILE_INVALID")
-        self._sticker_file(data, item.get("format", "static"))
-        f = self.store_file(data, ".webp")  # a set's sticker is a file of its own
-        w, h = Image.open(io.BytesIO(data)).size
+        fmt = item.get("format", "static")
+        w, h = self._sticker_file(data, fmt)
+        f = self.store_file(data, ".webm" if fmt == "video" else ".webp")  # a set's sticker is a file of its own
         return {"file_id": f.file_id, "file_unique_id": f.unique_id, "type": "regular", "width": w, "height": h,
-                "is_animated": False, "is_video": False, "emoji": item["emoji_list"][0], "set_name": set_name,
-                "file_size": len(data)}
+                "is_animated": False, "is_video": fmt == "video", "emoji": item["emoji_list"][0],
+                "set_name": set_name, "file_size": len(data)}
 
     def _m_uploadStickerFile(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         owner = self._owner(params)
         data = files.get("sticker")
         if data is None:
             raise ApiError(400, "Bad Request: there is no sticker file in the request")
-        self._sticker_file(data, str(params.get("sticker_format")))
-        f = self.store_file(data, ".webp")
+        fmt = str(params.get("sticker_format"))
+        self._sticker_file(data, fmt)
+        f = self.store_file(data, ".webm" if fmt == "video" else ".webp")
         self.sticker_uploads[f.file_id] = owner
         return {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(data)}
 
@@ -461,14 +485,13 @@ class FakeTelegram:
         return True
 
     def _m_sendSticker(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
-        f, uploaded = self._media(files.get("sticker", params.get("sticker")), files, ".webp")
-        if uploaded:
-            self._sticker_file(f.data, "static")
+        f, _ = self._media(files.get("sticker", params.get("sticker")), files, ".webp")
+        video = f.data[:4] == b"\x1a\x45\xdf\xa3"  # Matroska/WebM
+        w, h = self._sticker_file(f.data, "video" if video else "static")
         set_name = next((n for n, s in self.sticker_sets.items()
                          if any(x["file_id"] == f.file_id for x in s["stickers"])), None)
-        w, h = Image.open(io.BytesIO(f.data)).size
         sticker = {"file_id": f.file_id, "file_unique_id": f.unique_id, "type": "regular", "width": w, "height": h,
-                   "is_animated": False, "is_video": False, "file_size": len(f.data)}
+                   "is_animated": False, "is_video": video, "file_size": len(f.data)}
         if set_name:
             sticker["set_name"] = set_name
         return self._bot_message(params, sticker=sticker)

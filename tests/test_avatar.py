@@ -1,5 +1,6 @@
 """The Avatar button: the result's photo drawn again as a square around the largest face, with the
-head inside the circle Telegram shows a profile photo in, sent as a photo and as the file.
+head inside the circle Telegram shows a profile photo in, sent as a photo and as the file; under a
+clip, a silent square animation for an animated profile photo.
 
 The geometry is checked on its own; then a real bot draws avatars: of a real portrait with the
 real model and face detector (from ../shared), and of a synthetic photo with no face on the tiny
@@ -20,6 +21,7 @@ from inference.avatar import avatar_square, head_box, subject
 from inference.detector import FaceDetector
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import InProcessBot, serving
+from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.fake_telegram import Call, FakeTelegram
 from testkit.replies import buttons, first_answer
 from tests.conftest import DET_FILE, PHOTOS, synthetic_photo
@@ -90,3 +92,19 @@ def test_an_avatar_of_a_group_photo_is_its_largest_face_with_the_head_inside_the
     faces = FaceDetector(DET_FILE).detect(picture)
     assert faces, "the face is in the avatar"
     assert inside_circle((0, 0, side, side), head_box(faces[0].box)), faces[0].box
+
+
+def test_a_clip_avatar_is_a_silent_square_animation_and_its_file(tiny_bot: tuple[InProcessBot, FakeTelegram]) -> None:
+    """Avatar under a drawn video: an animated profile photo, square (the centre, with no face), silent,
+    at most the clip limit long, sent to look at and as the file."""
+    _, fake = tiny_bot
+    chat, user = private_chat(770004002)
+    clip = mp4(pan_frames(synthetic_photo(seed=3011), 15, (320, 240)), 15.0, sound_s=1.0)  # a second: one photo of the quota
+    fake.clip_message(chat, user, clip, kind="video")
+    result = fake.wait_for(lambda: fake.calls_to("sendVideo", chat["id"]), 120)[0]
+    fake.press(user, result.result, next(d for d in buttons(result) if d.startswith("v:")))
+    shown = fake.wait_for(lambda: fake.calls_to("sendAnimation", chat["id"]), 120)[0]
+    file = fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 60)[0]
+    facts = read_back(fake.sent_file(file, "document"))
+    assert facts["size"] == (240, 240) and facts["audio"] is None and float(facts["seconds"]) <= 10.0 + 1e-3, facts
+    assert fake.sent_file(shown, "animation") == fake.sent_file(file, "document")

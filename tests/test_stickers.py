@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import av
 import numpy as np
 import pytest
 from PIL import Image
@@ -24,6 +25,7 @@ from PIL import Image
 from inference import sticker
 from testkit.bot_harness import group_chat, private_chat, start_bot
 from testkit.bot_in_process import InProcessBot, serving
+from testkit.clip_maker import mp4, pan_frames
 from testkit.fake_telegram import BOT_USER, STICKERS_IN_SET, Call, FakeTelegram
 from testkit.journal import drawn_by, journal_rows, settled
 from testkit.replies import buttons
@@ -107,7 +109,7 @@ def test_stickers_go_into_the_users_own_set_once_each(served: tuple[InProcessBot
     size, clear, solid = shares(fake.sent_file(sent, "sticker"))
     assert max(size) == 512 and clear >= 0.15 and solid >= 0.25
     note = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "oval" in c.params.get("text", "")], 60)
-    assert note[0].params["text"] == "The person cut-out model isn't installed on this bot, so stickers are cut as an oval."
+    assert note[0].params["text"] == "Stickers here are cut as an oval: this bot has no person cut-out model installed."
     _, second = drawn(fake, chat, user, synthetic_photo(seed=3102))
     assert set_of(fake, press_sticker(fake, chat, user, second)) == name
     assert len(fake.sticker_sets[name]["stickers"]) == 2 and len(fake.calls_to("createNewStickerSet")) >= 1
@@ -136,6 +138,12 @@ def test_a_full_set_moves_on_and_a_deleted_one_is_made_again(served: tuple[InPro
     remade = set_of(fake, press_sticker(fake, chat, user, third))
     assert remade in fake.sticker_sets and remade.startswith("anime3_")
     assert len(fake.sticker_sets[remade]["stickers"]) == 1
+    # Forgotten by the bot, the user's sets are found again by name: the next sticker goes on in the
+    # latest, not into the one they deleted in between.
+    forget(fake, chat, user)
+    _, fourth = drawn(fake, chat, user, synthetic_photo(seed=3204))
+    assert set_of(fake, press_sticker(fake, chat, user, fourth)) == remade
+    assert next_name not in fake.sticker_sets and len(fake.sticker_sets[remade]["stickers"]) == 2
 
 
 def test_a_group_member_with_no_private_chat_gets_the_sticker_and_a_link_to_start_one(
@@ -146,9 +154,17 @@ def test_a_group_member_with_no_private_chat_gets_the_sticker_and_a_link_to_star
     photo = fake.photo_message(group, member, synthetic_photo(seed=3301), caption="/anime")
     result = fake.wait_for(lambda: [c for c in fake.calls_to("sendPhoto", group["id"])
                                     if c.params["reply_parameters"]["message_id"] == photo["message_id"]], 120)[0]
+    other = {"id": 770005008, "is_bot": False, "first_name": "Other", "language_code": "en"}
+    fake.text_message({"id": other["id"], "type": "private", "first_name": "Other"}, other, "/start")
+    fake.press(other, result.result, next(d for d in buttons(result) if d.startswith("t:")))
+    alert = fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery")
+                                   if "Only the person who asked" in str(c.params.get("text"))], 60)[0]
+    assert alert.params["show_alert"] in (True, "true")
     sent = press_sticker(fake, group, member, result)
+    assert not any(s["owner"] == other["id"] for s in fake.sticker_sets.values()), "nothing went into Other's set"
     assert "reply_markup" not in sent.params and not any(s["owner"] == member["id"] for s in fake.sticker_sets.values())
     link = fake.wait_for(lambda: [c for c in fake.messages_to(group["id"]) if "private chat" in c.params["text"]], 60)[0]
+    assert link.params["text"].startswith("User770005003, to keep your stickers")  # says whom it is for
     assert link.params["reply_markup"]["inline_keyboard"][0][0]["url"] == \
         f"https://t.me/{BOT_USER['username']}?start=sticker"
     # The link opens the private chat with /start sticker; pressed again in the group, the sticker goes into a set.
@@ -258,3 +274,46 @@ def test_a_sticker_being_added_when_the_bot_is_killed_lands_in_the_set_once(tiny
             assert len(sent) == 1 and sent[0].params["sticker"] == fake.sticker_sets[name]["stickers"][1]["file_id"]
         finally:
             bot.stop()
+
+
+def webm_alpha(data: bytes) -> tuple[dict[str, Any], np.ndarray]:
+    """A video sticker's facts (codec, size, length, rate, sound, alpha mode) and its middle frame as
+    RGBA, decoded by libvpx, which reads WebM's alpha beside the picture."""
+    with av.open(io.BytesIO(data)) as c:
+        v = c.streams.video[0]
+        facts = {"format": c.format.name, "codec": v.codec_context.name, "size": (v.codec_context.width,
+                 v.codec_context.height), "seconds": (c.duration or 0) / av.time_base,
+                 "fps": float(v.average_rate or 0), "sound": len(c.streams.audio), "alpha": v.metadata.get("alpha_mode")}
+        decoder = av.CodecContext.create("libvpx-vp9", "r")
+        frames = [f.to_ndarray(format="rgba") for packet in c.demux(v) for f in decoder.decode(packet)]
+    return facts, frames[len(frames) // 2]
+
+
+def test_a_clip_becomes_a_video_sticker_in_a_video_set(served: tuple[InProcessBot, FakeTelegram]) -> None:
+    """A 4 s video with sound: its Sticker button makes a silent 3 s WebM sticker with alpha, 512 px, in the
+    user's set of video stickers; a round video note's buttons come in a message after it."""
+    _, fake = served
+    chat, user = private_chat(770005006)
+    clip = mp4(pan_frames(synthetic_photo(seed=3701), 60, (320, 240)), 15.0, sound_s=4.0)
+    video = fake.clip_message(chat, user, clip, kind="video")
+    result = fake.wait_for(lambda: fake.calls_to("sendVideo", chat["id"]), 120)[0]
+    assert [d[:2] for d in buttons(result)] == ["t:", "v:", "f:"]
+    sent = press_sticker(fake, chat, user, result)
+    name = set_of(fake, sent)
+    assert name.startswith("animeclip1_") and name.endswith(f"_by_{BOT_USER['username']}")
+    assert sent.result["sticker"]["is_video"] is True
+    data = fake.sent_file(sent, "sticker")
+    facts, middle = webm_alpha(data)
+    assert facts["codec"] == "vp9" and "webm" in facts["format"] and facts["alpha"] == "1" and facts["sound"] == 0
+    assert max(facts["size"]) == 512 and facts["seconds"] <= 3.0 + 1e-3 and facts["fps"] <= 30
+    assert len(data) <= 256 * 1024
+    assert (middle[:, :, 3] == 0).mean() > 0.1 and (middle[:, :, 3] == 255).mean() > 0.25  # the oval, cut out
+    assert video["message_id"] == result.params["reply_parameters"]["message_id"]
+    note = fake.clip_message(chat, user, mp4(pan_frames(synthetic_photo(seed=3702), 30, (240, 240)), 15.0),
+                             kind="video_note")
+    fake.wait_for(lambda: [c for c in fake.calls_to("sendVideoNote", chat["id"])
+                           if c.params["reply_parameters"]["message_id"] == note["message_id"]], 120)
+    more = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"])
+                                  if c.params.get("text", "").startswith("Make it a video sticker")], 60)[0]
+    note_sticker = press_sticker(fake, chat, user, more)
+    assert set_of(fake, note_sticker) == name and len(fake.sticker_sets[name]["stickers"]) == 2

@@ -104,13 +104,16 @@ TEXTS: dict[str, dict[str, str]] = {
         "no_background": "✂️ No background",
         "sticker_open_set": "➕ Add my sticker set",
         "sticker_set_title": "Anime me by @{bot}",
+        "sticker_set_title_video": "Anime me, moving, by @{bot}",
+        "clip_buttons": "Make it a video sticker or an animated avatar, or get the file:",
         "sticker_start_button": "💬 Open a chat with me",
-        "sticker_needs_start": "To keep your stickers in a set of your own, I need a private chat with you: tap the "
-                               "button, press Start, then press Sticker again.",
+        "sticker_needs_start": "{name}, to keep your stickers in a set of your own I need a private chat with you: "
+                               "tap the button, press Start, then press Sticker here again.",
+        "sticker_not_yours": "Only the person who asked for this picture can make it a sticker.",
         "sticker_set_refused": "Telegram wouldn't add this sticker to your set, so here it is on its own.",
-        "sticker_oval": "The person cut-out model isn't installed on this bot, so stickers are cut as an oval.",
-        "start_sticker": "Now we have a chat: press 🎭 Sticker under your result again, and it goes into a sticker set "
-                         "of your own.",
+        "sticker_oval": "Stickers here are cut as an oval: this bot has no person cut-out model installed.",
+        "start_sticker": "Now we have a chat: press 🎭 Sticker under your result again (in the group, or here), and it "
+                         "goes into a sticker set of your own.",
         "fast_mode": "⚡ Many photos are waiting, so this one is drawn in fast mode, with the lighter {style} style.",
         "settings": (
             "Drawing settings for this chat:\n"
@@ -318,11 +321,15 @@ TEXTS: dict[str, dict[str, str]] = {
         "no_background": "✂️ 去背景",
         "sticker_open_set": "➕ 添加我的贴纸包",
         "sticker_set_title": "我的动漫贴纸 @{bot}",
+        "sticker_set_title_video": "我的动态动漫贴纸 @{bot}",
+        "clip_buttons": "把它做成动态贴纸或动态头像，或者获取文件：",
         "sticker_start_button": "💬 和我私聊",
-        "sticker_needs_start": "要把贴纸放进你自己的贴纸包，我需要先和你私聊：点按钮，按“开始”，再按一次“贴纸”。",
+        "sticker_needs_start": "{name}，要把贴纸放进你自己的贴纸包，我需要先和你私聊："
+                               "点按钮，按“开始”，再回到这里按一次“贴纸”。",
+        "sticker_not_yours": "只有请求这张图的人才能把它做成贴纸。",
         "sticker_set_refused": "Telegram 没有把这张贴纸加进你的贴纸包，先单独发给你。",
-        "sticker_oval": "这个机器人没有安装人像抠图模型，所以贴纸按椭圆裁剪。",
-        "start_sticker": "我们已经开始私聊了：再按一次结果下面的“🎭 贴纸”，它就会放进你自己的贴纸包。",
+        "sticker_oval": "这里的贴纸按椭圆裁剪：这个机器人没有安装人像抠图模型。",
+        "start_sticker": "我们已经开始私聊了：再按一次结果下面的“🎭 贴纸”（在群里或这里都可以），它就会放进你自己的贴纸包。",
         "fast_mode": "⚡ 排队的照片较多，这张用快速模式（更轻的「{style}」风格）绘制。",
         "settings": (
             "本聊天的绘制设置：\n"

@@ -125,6 +125,13 @@ def result_keyboard(styles: Styles, style: str, result_id: str, lang: str) -> In
     return InlineKeyboardMarkup([*rows, uses, last])
 
 
+def clip_keyboard(result_id: str, lang: str) -> InlineKeyboardMarkup:
+    """Under a drawn clip: a video sticker of it, an animated avatar, and the file itself."""
+    return InlineKeyboardMarkup([[InlineKeyboardButton(t(lang, "sticker"), callback_data=f"t:{result_id}"),
+                                  InlineKeyboardButton(t(lang, "avatar"), callback_data=f"v:{result_id}"),
+                                  InlineKeyboardButton(t(lang, "full_size"), callback_data=f"f:{result_id}")]])
+
+
 def album_keyboard(result_ids: list[str], lang: str, labels: list[str] | None = None) -> InlineKeyboardMarkup:
     """After an album (whose photos cannot carry buttons): the full-size file of each, by number
     (or by ``labels``: an album of styles names them)."""

@@ -52,8 +52,14 @@ async def avatar_button(pressed: Pressed) -> None:
 
 async def sticker_button(pressed: Pressed) -> None:
     """``t:ID``: the result's person drawn again as a sticker, into the user's own set (bot/chat/stickers.py,
-    inference/sticker.py)."""
+    inference/sticker.py). Only by whoever asked for the photo: in a group, a sticker of someone else's
+    picture would go into the presser's public set, out of reach of the owner's /forget."""
     (result_id,) = pressed.groups(1)
+    message = pressed.query.message
+    shown = await pressed.st.buttons.find(result_id, message.chat.id) if message is not None else None
+    if shown is not None and not await pressed.st.cache.holds(pressed.user.id, shown.content_sha256):
+        await answer_quietly(pressed.query, t(pressed.lang, "sticker_not_yours"), alert=True)
+        return
     await result_button(pressed, result_id, None, as_document=False,
                         change=dict(cut="sticker", fmt="webp", faces=True, max_side=STICKER_SIDE))
 

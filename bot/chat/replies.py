@@ -22,7 +22,7 @@ from telegram.error import BadRequest, TelegramError
 
 from bot.flow.access import Refusal
 from bot.chat.i18n import t
-from bot.chat.keyboards import album_keyboard, result_keyboard, style_keyboard, style_menu_text
+from bot.chat.keyboards import album_keyboard, clip_keyboard, result_keyboard, style_keyboard, style_menu_text
 from bot.flow.requests import Request, Source
 from bot.chat.retry import retrying
 from bot.chat.status import reply_to
@@ -85,14 +85,16 @@ class Replies:
         """Send the results; returns each with the message that carried it (for :meth:`remember`)."""
         if req.as_document:
             return [(d, await self._document(req, d)) for d in done]
-        if len(done) == 1 and done[0].source.clip:
-            return [(done[0], await self._clip(req, done[0]))]
         if len(done) == 1 and req.settings.cut == "sticker":
             sent = await self.stickers.send(req, done[0].result)
             if self.styles.cutter is None and req.chat_id not in self._told_oval:
                 self._told_oval.add(req.chat_id)
                 await self.say(req, t(req.lang, "sticker_oval"))
             return [(done[0], sent)]
+        if len(done) == 1 and done[0].source.clip and req.settings.avatar:  # an animated profile photo, and its file
+            return [(done[0], await self._clip(req, done[0])), (done[0], await self._document(req, done[0]))]
+        if len(done) == 1 and done[0].source.clip:
+            return [(done[0], await self._clip(req, done[0]))]
         if len(done) == 1 and req.settings.avatar:  # a profile photo: to look at, and the file to set
             return [(done[0], await self._photo(req, done[0])), (done[0], await self._document(req, done[0]))]
         if len(done) == 1:
@@ -219,23 +221,26 @@ class Replies:
 
     async def _clip(self, req: Request, d: Drawn) -> Message:
         """A clip, sent back as what it came as: an animation (silent), a video, or a round video note
-        (which takes no caption or buttons, so its notes follow as a message)."""
+        (which takes no caption or buttons, so its notes and buttons follow as a message); an animated
+        avatar, whatever it came as, as a silent animation."""
         caption = self._caption(req, [d])
         res = d.result
         replying = reply_to(req)
-        if d.kind == "video_note":
+        markup = clip_keyboard(await self._button_id(req, d), req.lang)
+        kind = "animation" if req.settings.avatar else d.kind
+        if kind == "video_note":
             sent = await self._send_or_upload(req, res.media_file_id, res, lambda clip: self.bot.send_video_note(
                 req.chat_id, clip, length=min(res.width, res.height), reply_parameters=replying))
-            if caption:
-                await self.say(req, caption)
+            await self.say(req, caption or t(req.lang, "clip_buttons"), markup)
             return sent
-        if d.kind == "animation":
+        if kind == "animation":
             return await self._send_or_upload(req, res.media_file_id, res, lambda clip: self.bot.send_animation(
                 req.chat_id, clip, width=res.width, height=res.height, caption=caption, has_spoiler=d.source.spoiler,
-                filename=f"anime-{d.style}.mp4", reply_parameters=replying))
+                filename=f"anime-{d.style}.mp4", reply_parameters=replying, reply_markup=markup))
         return await self._send_or_upload(req, res.media_file_id, res, lambda clip: self.bot.send_video(
             req.chat_id, clip, width=res.width, height=res.height, caption=caption, supports_streaming=True,
-            has_spoiler=d.source.spoiler, filename=f"anime-{d.style}.mp4", reply_parameters=replying))
+            has_spoiler=d.source.spoiler, filename=f"anime-{d.style}.mp4", reply_parameters=replying,
+            reply_markup=markup))
 
     async def _document(self, req: Request, d: Drawn) -> Message:
         name = f"anime-{d.style}{d.result.path.suffix}"

@@ -26,10 +26,10 @@ import base64
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputSticker, Message
-from telegram.error import BadRequest, Forbidden
+from telegram.error import BadRequest, Forbidden, TelegramError
 
 from bot.chat.i18n import t
 from bot.chat.retry import retrying
@@ -42,8 +42,14 @@ log = logging.getLogger("animebot.stickers")
 
 EMOJI = "😊"  # every sticker's emoji: Telegram wants one, and suggests the sticker when it is typed
 TAG_CHARS = 10  # of the keyed hash in a set's name: 50 bits, unique among any bot's users
+GAP = 3  # sets missing in a row after which a forgotten user's later sets are not looked for
 # What Telegram says when the bot may not act for a user who never opened a private chat with it.
 NOT_STARTED = ("peer_id_invalid", "user_id_invalid", "user not found", "bot can't initiate", "chat not found")
+
+
+def kind_of(result: CachedResult) -> str:
+    """A sticker's format as Telegram names it: a WebM is a video sticker, a WebP a still one."""
+    return "video" if result.path.suffix == ".webm" else "static"
 
 
 class NotStarted(Exception):
@@ -71,8 +77,9 @@ class Stickers:
             sent = await self._alone(req, result)
             link = InlineKeyboardMarkup([[InlineKeyboardButton(
                 t(req.lang, "sticker_start_button"), url=f"https://t.me/{self.bot.username}?start=sticker")]])
+            text = t(req.lang, "sticker_needs_start", name=await self._name_of(req))
             await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
-                req.chat_id, t(req.lang, "sticker_needs_start"), reply_parameters=reply_to(req), reply_markup=link))
+                req.chat_id, text, reply_parameters=reply_to(req), reply_markup=link))
             return sent
         except (BadRequest, Forbidden) as exc:
             log.warning("job %s: Telegram refused the sticker set: %s", req.job_id, exc.message)
@@ -84,6 +91,14 @@ class Stickers:
             t(req.lang, "sticker_open_set"), url=f"https://t.me/addstickers/{placed.set_name}")]])
         return await retrying(f"job {req.job_id}: sendSticker", lambda: self.bot.send_sticker(
             req.chat_id, placed.file_id, reply_parameters=reply_to(req), reply_markup=markup))
+
+    async def _name_of(self, req: Request) -> str:
+        """The presser's first name, so that a note in a group says whom it is for."""
+        try:
+            member = await self.bot.get_chat_member(req.chat_id, req.user_id)
+        except TelegramError:
+            return "👤"
+        return member.user.first_name
 
     async def _alone(self, req: Request, result: CachedResult) -> Message:
         """The sticker sent by itself, not in a set (by the file id Telegram gave it, if it has one)."""
@@ -97,13 +112,15 @@ class Stickers:
         return await retrying(f"job {req.job_id}: sendSticker", lambda: self.bot.send_sticker(
             req.chat_id, data, reply_parameters=reply_to(req)))
 
-    def set_name(self, user_id: int, number: int, secret: bytes) -> str:
+    def set_name(self, user_id: int, kind: str, number: int, secret: bytes) -> str:
+        """``anime1_<tag>_by_<bot>`` (``animeclip1_…`` for video stickers): ``tag`` a keyed hash of the user."""
         digest = hmac.new(secret, f"stickers:{user_id}".encode(), "sha256").digest()
         tag = base64.b32encode(digest).decode().lower()[:TAG_CHARS]
-        return f"anime{number}_{tag}_by_{self.bot.username}"
+        return f"anime{'clip' if kind == 'video' else ''}{number}_{tag}_by_{self.bot.username}"
 
-    def title(self, number: int, lang: str) -> str:
-        return t(lang, "sticker_set_title", bot=self.bot.username) + (f" {number}" if number > 1 else "")
+    def title(self, kind: str, number: int, lang: str) -> str:
+        key = "sticker_set_title_video" if kind == "video" else "sticker_set_title"
+        return t(lang, key, bot=self.bot.username) + (f" {number}" if number > 1 else "")
 
     async def _in_set(self, req: Request, result: CachedResult) -> InSet:
         """The result's sticker in the user's set: the one put there before, or added now."""
@@ -120,53 +137,68 @@ class Stickers:
             if stickers is not None and len(stickers) > placed.position:
                 await self.book.added(user, key, stickers[placed.position], len(stickers))
                 return InSet(stickers[placed.position], placed.set_name)
-        uploaded = await self._upload(req, result)
-        current = await self.book.current(user)
+        kind = kind_of(result)
+        uploaded = await self._upload(req, result, kind)
+        sticker = InputSticker(uploaded, [EMOJI], format=kind)
+        current = await self.book.current(user, kind)
         for _ in range(3):  # at most: the set is gone, then its successor's name is taken
             if current is not None and not current.full:
                 stickers = await self._stickers_of(req, current.name)
                 if stickers is None:  # its owner deleted it: the next sticker starts a new one
-                    log.info("job %s: the user's sticker set %d is gone; making the next", req.job_id, current.number)
+                    log.info("job %s: the user's %s sticker set %d is gone; making the next", req.job_id, kind,
+                             current.number)
                     await self.book.gone(current.name)
-                    current = StickerSet(current.name, current.number, FULL)
+                    current = replace(current, count=FULL)
                     continue
                 if len(stickers) >= FULL:
-                    current = StickerSet(current.name, current.number, FULL)
-                    await self.book.made(user, current.name, current.number, FULL)
+                    current = replace(current, count=FULL)
+                    await self.book.made(user, current)
                     continue
                 name = current.name
                 await self.book.adding(user, key, name, len(stickers))
                 await retrying(f"job {req.job_id}: addStickerToSet", lambda: self.bot.add_sticker_to_set(
-                    user, name, self._input(uploaded)))
+                    user, name, sticker))
                 return await self._landed(req, key, name)
             number = current.number + 1 if current is not None else 1
-            name = self.set_name(user, number, await self._secret())
+            name = self.set_name(user, kind, number, await self._secret())
             await self.book.adding(user, key, name, 0)
             try:
                 await retrying(f"job {req.job_id}: createNewStickerSet", lambda: self.bot.create_new_sticker_set(
-                    user, name, self.title(number, req.lang), [self._input(uploaded)]))
+                    user, name, self.title(kind, number, req.lang), [sticker]))
             except BadRequest as exc:
                 if "occupied" not in exc.message.lower():
                     raise
-                # It exists, though the bot had forgotten it: fill it on (its count is read above).
-                stickers = await self._stickers_of(req, name)
-                current = StickerSet(name, number, len(stickers) if stickers is not None else FULL)
-                await self.book.made(user, name, number, current.count)
+                # It exists, though the bot had forgotten it (/forget, the sweep): fill on the user's latest set.
+                current = await self._latest(req, kind, number)
+                await self.book.made(user, current)
                 continue
-            await self.book.made(user, name, number, 1)
+            await self.book.made(user, StickerSet(name, kind, number, 1))
             return await self._landed(req, key, name)
         raise BadRequest("no sticker set could be made or found")
 
-    @staticmethod
-    def _input(file_id: str) -> InputSticker:
-        return InputSticker(file_id, [EMOJI], format="static")
+    async def _latest(self, req: Request, kind: str, number: int) -> StickerSet:
+        """The user's latest set of ``kind`` on Telegram, from set ``number`` (which exists) on: the
+        numbers after it are looked up until ``GAP`` in a row are missing (sets their owner deleted),
+        so a forgotten user's stickers go on where they were, not into a set deleted in between."""
+        secret = await self._secret()
+        latest: StickerSet | None = None
+        missing, n = 0, number
+        while missing < GAP and n < number + 100:
+            name = self.set_name(req.user_id, kind, n, secret)
+            stickers = await self._stickers_of(req, name)
+            if stickers is None:
+                missing += 1
+            else:
+                missing, latest = 0, StickerSet(name, kind, n, len(stickers))
+            n += 1
+        return latest or StickerSet(self.set_name(req.user_id, kind, number, secret), kind, number, FULL)
 
-    async def _upload(self, req: Request, result: CachedResult) -> str:
+    async def _upload(self, req: Request, result: CachedResult, kind: str) -> str:
         """The sticker's file, uploaded for the user; NotStarted when Telegram does not know them."""
         data = result.path.read_bytes()
         try:
             file = await retrying(f"job {req.job_id}: uploadStickerFile", lambda: self.bot.upload_sticker_file(
-                req.user_id, data, "static"))
+                req.user_id, data, kind))
         except (BadRequest, Forbidden) as exc:
             if any(words in exc.message.lower() for words in NOT_STARTED):
                 raise NotStarted from None

@@ -29,8 +29,8 @@ from bot.flow.requests import Failed, Request, Source
 from bot.flow.running import RunningJob
 from bot.service import metrics
 from bot.styles import Styles
-from inference import clip_io
-from inference.clip_settings import ClipSettings
+from inference import clip_io, sticker
+from inference.clip_settings import ClipLimits, ClipSettings
 from inference.clips import is_clip
 from inference.drawer import WorkOrder
 from inference.errors import AnimebotError
@@ -156,7 +156,7 @@ class Results:
         version = self.styles.version(style, req.settings)
         if not src.clip:
             return version
-        limits = self.clip_limits
+        limits = self._clip_limits(req)
         return f"{version}|{src.kind}:{limits.max_seconds:g}s:{limits.max_fps:g}fps:{limits.max_side}px:{CLIP_REVISION}"
 
     async def _draw_shared(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes,
@@ -187,7 +187,7 @@ class Results:
             info = await asyncio.to_thread(clip_io.probe, data)
         except AnimebotError as exc:
             raise Failed(exc.code, exc.message) from None
-        cap = self.clip_limits.max_seconds
+        cap = self._clip_limits(req).max_seconds
         measured = replace(src, seconds=min(info.seconds, cap) if info.seconds > 0 else cap)
         await self.admission.weigh_clip(req, src, measured)
         return measured
@@ -227,7 +227,7 @@ class Results:
         metrics.DRAWING_S.observe(drawing_s)
         w, h = converted.output_size
         clip = converted.clip
-        suffix = ".mp4" if clip else f".{req.settings.fmt}"
+        suffix = (".webm" if req.settings.cut else ".mp4") if clip else f".{req.settings.fmt}"
         stored = await self.cache.put(key, sha, style, converted.data, w, h, suffix=suffix, face_share=face_share(converted))
         await self.cache.bump("converted")
         passes = sum(1 for f in converted.faces if f["pass"])
@@ -250,8 +250,21 @@ class Results:
         return stored, converted.frames > 1, 1, ()
 
     def _clip_settings(self, src: Source, req: Request) -> ClipSettings:
-        return ClipSettings(self.clip_limits, "mp4", sound=src.kind != "animation", strength=req.settings.strength,
-                            keep_colours=req.settings.keep_colours)
+        if req.settings.cut:  # a video sticker: silent WebM with alpha (inference/sticker.py)
+            return ClipSettings(self._clip_limits(req), "webm", sound=False, strength=req.settings.strength,
+                                keep_colours=req.settings.keep_colours, cut="sticker")
+        # An animated avatar is a silent square: Telegram plays a profile video without sound.
+        return ClipSettings(self.clip_limits, "mp4", sound=src.kind != "animation" and not req.settings.avatar,
+                            strength=req.settings.strength, keep_colours=req.settings.keep_colours,
+                            avatar=req.settings.avatar)
+
+    def _clip_limits(self, req: Request) -> ClipLimits:
+        """What a clip is drawn under: the operator's limits, and for a video sticker Telegram's too
+        (at most 3 s and 30 fps; its 512 px side is set by the drawing)."""
+        if not req.settings.cut:
+            return self.clip_limits
+        return ClipLimits(min(self.clip_limits.max_seconds, sticker.VIDEO_SECONDS),
+                          min(self.clip_limits.max_fps, sticker.VIDEO_FPS), sticker.SIDE)
 
     async def _mark_running(self, job_id: str, ticket: Ticket) -> None:
         await ticket.started.wait()
