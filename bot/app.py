@@ -72,6 +72,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(CommandHandler("forget", on_message(privacy.forget_command)))
     # /anime by its text, not only as a bot_command entity, with our own @name check
     app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), on_message(photos.anime)))
+    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.STICKER_COMMAND), on_message(photos.sticker)))
     app.add_handler(MessageHandler(private & images, on_message(photos.private_media)))
     app.add_handler(MessageHandler(groups & images, on_message(photos.group_media)))
     app.add_handler(CallbackQueryHandler(on_press(presses.redraw_button), pattern=keyboards.REDRAW))

@@ -317,3 +317,19 @@ def test_a_clip_becomes_a_video_sticker_in_a_video_set(served: tuple[InProcessBo
                                   if c.params.get("text", "").startswith("Make it a video sticker")], 60)[0]
     note_sticker = press_sticker(fake, chat, user, more)
     assert set_of(fake, note_sticker) == name and len(fake.sticker_sets[name]["stickers"]) == 2
+
+
+def test_sticker_as_a_reply_makes_a_sticker_of_ones_own_photo_only(served: tuple[InProcessBot, FakeTelegram]) -> None:
+    _, fake = served
+    group = group_chat(770005019)
+    (_, alice), (_, bob) = private_chat(770005011), private_chat(770005012)
+    fake.text_message({"id": alice["id"], "type": "private"}, alice, "/start")
+    photo = fake.photo_message(group, alice, synthetic_photo(seed=3801))
+    fake.text_message(group, bob, "/sticker", reply_to=photo)
+    refused = fake.wait_for(lambda: [c for c in fake.messages_to(group["id"]) if "/sticker" in c.params["text"]], 60)[0]
+    assert refused.params["text"] == "In a group, /sticker works on a photo you sent: reply it to one of yours."
+    fake.text_message(group, alice, "/sticker@" + BOT_USER["username"], reply_to=photo)
+    sent = fake.wait_for(lambda: fake.calls_to("sendSticker", group["id"]), 120)[0]
+    assert sent.params["reply_parameters"]["message_id"] == photo["message_id"]
+    assert fake.sticker_sets[set_of(fake, sent)]["owner"] == alice["id"]
+    assert not any(s["owner"] == bob["id"] for s in fake.sticker_sets.values())

@@ -34,6 +34,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "• /style shows every style on a sample photo, free. “Preview on my last photo” draws them "
             "all on your own last photo, for 1 photo of your daily quota.\n"
             "• In groups: reply /anime to a photo (optionally /anime STYLE), or caption a photo /anime.\n"
+            "• “Sticker” under a result (or /sticker as a reply to your photo): you, cut out, in a sticker set of "
+            "your own. “Avatar”: a square profile picture. “No background”: the cut-out as a file.\n"
             "• /settings: faces at full detail, strength, keep the photo's colours.\n"
             "• /lang: language. /about: credits and licences.\n"
             "• /privacy: what I keep and for how long. /forget: delete it all.\n\n"
@@ -95,6 +97,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "styles_partial": "{failed} of {count} styles could not be drawn: {reason}",
         "unknown_style": "I don't know the style {style!r}. Available: {styles}.",
         "anime_needs_photo": "Reply /anime to a photo (or send a photo with the caption /anime).",
+        "sticker_needs_photo": "Reply /sticker to a photo or a clip of yours to make it a sticker.",
+        "sticker_own_photo": "In a group, /sticker works on a photo you sent: reply it to one of yours.",
         "button_expired": "This button has expired. Send the photo again.",
         "text_hint": "Send me a photo and I'll draw it as anime. /help for more.",
         "unknown_command": "I don't know that command. /help lists what I can do.",
@@ -260,6 +264,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "• /style 在一张示例照片上展示所有画风，不计额度。“用我上一张照片预览”会把所有画风画在你上一张照片上，"
             "计入每日额度的一张。\n"
             "• 群组中：用 /anime 回复照片（可加画风，如 /anime STYLE），或给照片加说明 /anime。\n"
+            "• 结果下方的“贴纸”（或用 /sticker 回复你的照片）：把你抠出来，放进你自己的贴纸包。"
+            "“头像”：方形头像。“去背景”：抠图文件。\n"
             "• /settings：人脸精细重绘、画风强度、保留照片颜色。\n"
             "• /lang：语言。/about：致谢与许可。\n"
             "• /privacy：我保存什么、保存多久。/forget：全部删除。\n\n"
@@ -312,6 +318,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "styles_partial": "{count} 种画风中有 {failed} 种无法绘制：{reason}",
         "unknown_style": "没有画风 {style!r}。可用画风：{styles}。",
         "anime_needs_photo": "请用 /anime 回复一张照片（或发送带 /anime 说明的照片）。",
+        "sticker_needs_photo": "请用 /sticker 回复你的一张照片或一段视频，把它做成贴纸。",
+        "sticker_own_photo": "在群组里，/sticker 只能用于你自己发的照片：请回复你发的照片。",
         "button_expired": "这个按钮已过期，请重新发送照片。",
         "text_hint": "发给我一张照片，我会把它画成动漫。/help 查看更多。",
         "unknown_command": "我不认识这个命令。/help 列出了我能做的事。",

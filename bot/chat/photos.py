@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from dataclasses import replace
+from typing import Any
 
 from telegram import Message, User
 
@@ -21,6 +23,10 @@ log = logging.getLogger("animebot.handlers")
 CLIP_SUFFIXES = (".mp4", ".mov", ".webm", ".mkv", ".m4v")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".jfif")
 ANIME_COMMAND = re.compile(r"^/anime(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
+STICKER_COMMAND = re.compile(r"^/sticker(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
+# A sticker's drawing settings, over the chat's own: its person drawn 640 px large, then fitted into the
+# 512 px sticker with its outline (inference/sticker.py). The Sticker button and /sticker use these.
+STICKER: dict[str, Any] = {"cut": "sticker", "fmt": "webp", "faces": True, "max_side": 640, "avatar": False}
 
 
 def source_of(message: Message) -> Source | None:
@@ -61,9 +67,10 @@ def _seconds(duration: object) -> float | None:
     return float(duration) if isinstance(duration, (int, float)) and duration > 0 else None
 
 
-def anime_command(text: str | None, bot_username: str | None) -> tuple[bool, str | None]:
-    """Whether ``text`` is ``/anime`` addressed to us, and the style it names, if any."""
-    m = ANIME_COMMAND.match(text or "")
+def anime_command(text: str | None, bot_username: str | None, command: re.Pattern[str] = ANIME_COMMAND
+                  ) -> tuple[bool, str | None]:
+    """Whether ``text`` is ``/anime`` (or ``command``) addressed to us, and the style it names, if any."""
+    m = command.match(text or "")
     if not m or (m.group(1) and (bot_username or "").lower() != m.group(1).lower()):
         return False, None
     return True, m.group(2)
@@ -80,6 +87,26 @@ async def anime(incoming: Incoming) -> None:
         await message.reply_text(t(incoming.lang, "anime_needs_photo"), do_quote=True)
         return
     await convert(incoming, [src], target.message_id, style_arg)
+
+
+async def sticker(incoming: Incoming) -> None:
+    """``/sticker [style]`` as a reply to a photo or clip: its person as a sticker, into the user's own set,
+    as the Sticker button under a result makes one. In a group, only of a photo the user sent: a sticker
+    of someone else's would go into the asker's public set, out of reach of that person's /forget."""
+    message = incoming.message
+    asked, style_arg = anime_command(message.text, incoming.bot.username, STICKER_COMMAND)
+    if not asked:
+        return
+    target = message.reply_to_message
+    if target is None or (src := source_of(target)) is None:
+        await message.reply_text(t(incoming.lang, "sticker_needs_photo"), do_quote=True)
+        return
+    sender = target.from_user.id if target.from_user is not None else None
+    if incoming.chat.type != "private" and sender != incoming.user.id:
+        await message.reply_text(t(incoming.lang, "sticker_own_photo"), do_quote=True)
+        return
+    await request(incoming.st, str(incoming.update_id), message, incoming.user, incoming.lang, [src],
+                  target.message_id, style_arg, change=STICKER)
 
 
 async def private_media(incoming: Incoming) -> None:
@@ -148,7 +175,8 @@ async def convert(incoming: Incoming, sources: list[Source], reply_to: int, styl
 
 
 async def request(st: BotState, job_id: str, message: Message, user: User | None, lang: str, sources: list[Source],
-                  reply_to: int, style_arg: str | None, album: str | None = None) -> None:
+                  reply_to: int, style_arg: str | None, album: str | None = None,
+                  change: dict[str, Any] | None = None) -> None:
     """Hand ``sources`` to the runner in the asked (or the user's) style; the results go under ``reply_to``,
     and every word to the user is in ``lang``.
 
@@ -162,7 +190,8 @@ async def request(st: BotState, job_id: str, message: Message, user: User | None
                                  do_quote=True)
         return
     style = style or await user_style(st, user)
+    settings = await chat_settings(st, message.chat_id)
     await st.runner.run(Request(
         job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
-        style=style, sources=tuple(sources), settings=await chat_settings(st, message.chat_id), album=album,
+        style=style, sources=tuple(sources), settings=replace(settings, **(change or {})), album=album,
     ))

@@ -14,11 +14,11 @@ from telegram.error import TelegramError
 from bot.chat import keyboards
 from bot.chat.context import Pressed, answer_quietly, chat_settings, may_configure, user_style
 from bot.chat.i18n import LANGS, t
+from bot.chat.photos import STICKER
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
 
 AVATAR_SIDE = 1024  # an avatar's side at most: Telegram shows profile photos up to this size
-STICKER_SIDE = 640  # a sticker's person is drawn this large, then fitted into the 512 px sticker with its outline
 CUTOUT_SIDE = 1024  # a cut-out is a file to use elsewhere: drawn at an avatar's detail
 PLAIN: dict[str, Any] = {"avatar": False, "cut": "", "fmt": "jpg"}  # what a button's own changes start from
 
@@ -60,8 +60,7 @@ async def sticker_button(pressed: Pressed) -> None:
     if shown is not None and not await pressed.st.cache.holds(pressed.user.id, shown.content_sha256):
         await answer_quietly(pressed.query, t(pressed.lang, "sticker_not_yours"), alert=True)
         return
-    await result_button(pressed, result_id, None, as_document=False,
-                        change=dict(cut="sticker", fmt="webp", faces=True, max_side=STICKER_SIDE))
+    await result_button(pressed, result_id, None, as_document=False, change=STICKER)
 
 
 async def cutout_button(pressed: Pressed) -> None:

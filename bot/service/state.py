@@ -47,9 +47,10 @@ PRIVATE_COMMANDS = {
            ("privacy", "保存了什么、保存多久"), ("forget", "删除关于你的全部数据")],
 }
 GROUP_COMMANDS = {
-    "en": [("anime", "reply to a photo to draw it as anime"), ("settings", "how this group's photos are drawn"),
-           ("help", "how to use it")],
-    "zh": [("anime", "回复一张照片，把它画成动漫"), ("settings", "本群照片的绘制设置"), ("help", "使用方法")],
+    "en": [("anime", "reply to a photo to draw it as anime"), ("sticker", "reply to your photo to make it a sticker"),
+           ("settings", "how this group's photos are drawn"), ("help", "how to use it")],
+    "zh": [("anime", "回复一张照片，把它画成动漫"), ("sticker", "回复你的照片，把它做成贴纸"),
+           ("settings", "本群照片的绘制设置"), ("help", "使用方法")],
 }
 
 
