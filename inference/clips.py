@@ -177,8 +177,10 @@ def cut_out_frames(drawn: Iterator[tuple[np.ndarray, np.ndarray]],
         elif oval is not None:
             alpha = oval
         else:
-            assert mask is not None
-            alpha = sticker.alpha_of(mask)
+            alpha, found = sticker.person_alpha(mask, w, h)
+            if found == "oval":  # no one in this frame: cut as the model sees it, not flickering to the oval
+                assert mask is not None
+                alpha = sticker.alpha_of(mask)
         out.append(sticker.outlined(anime, alpha))
     if not out:
         raise clip_io.ClipError("I could not read any frame of that video.")

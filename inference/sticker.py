@@ -41,6 +41,9 @@ ISLAND_SHARE = 0.10  # a separate piece of "person" smaller than this share of t
 # A cut that keeps less of the crop than this found no person (a landscape, a street): its specks would
 # make no sticker, so the oval is used instead.
 MIN_PERSON_SHARE = 0.05
+# A cut that keeps more than this of the crop found no edge to cut along (the person fills the photo, or
+# the whole frame is "person"): it is rounded by the oval too, so the sticker is not a plain rectangle.
+FILLED_SHARE = 0.8
 
 
 def subject_box(size: tuple[int, int], face: tuple[float, float, float, float] | None) -> tuple[int, int, int, int]:
@@ -70,11 +73,15 @@ def oval_mask(width: int, height: int) -> np.ndarray:
 def person_alpha(mask: np.ndarray | None, width: int, height: int) -> tuple[np.ndarray, str]:
     """The cut's alpha for a ``width`` x ``height`` drawing, and how it was made: "person" from the
     segmentation ``mask``, or "oval" where there is none or it found no one."""
+    oval = alpha_of(oval_mask(width, height))
     if mask is not None:
         alpha = alpha_of(mask)
-        if np.count_nonzero(alpha == 255) >= MIN_PERSON_SHARE * alpha.size:
+        kept = np.count_nonzero(alpha == 255) / alpha.size
+        if kept > FILLED_SHARE:
+            return np.minimum(alpha, oval), "person"
+        if kept >= MIN_PERSON_SHARE:
             return alpha, "person"
-    return alpha_of(oval_mask(width, height)), "oval"
+    return oval, "oval"
 
 
 def alpha_of(mask: np.ndarray) -> np.ndarray:

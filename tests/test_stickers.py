@@ -73,6 +73,11 @@ def test_the_cut_keeps_the_person_drops_specks_and_falls_back_to_an_oval() -> No
     alpha, how = sticker.person_alpha(nobody, 200, 200)
     assert how == "oval" and alpha[100, 100] == 255 and alpha[0, 0] == 0
     assert sticker.person_alpha(None, 200, 100)[1] == "oval"
+    # A person filling the whole crop (nothing to cut along) is rounded by the oval: never a plain rectangle.
+    filled, how = sticker.person_alpha(np.ones((200, 200), np.float32), 200, 200)
+    made = sticker.sticker(sticker.cut_out(np.full((200, 200, 3), 90, np.uint8), filled))
+    _, clear, solid = shares(sticker.webp(made))
+    assert how == "person" and filled[0, 0] == 0 and clear >= 0.15 and solid >= 0.25
     assert sticker.subject_box((1000, 800), None) == (0, 0, 1000, 800)
     box = sticker.subject_box((1000, 800), (450.0, 200.0, 550.0, 330.0))
     assert box[0] < 450 - 80 and box[2] > 550 + 80 and box[1] < 200 and box[3] > 330 + 130, box
