@@ -28,7 +28,9 @@ from testkit.bot_in_process import InProcessBot, serving
 from testkit.clip_maker import mp4, pan_frames
 from testkit.fake_telegram import BOT_USER, STICKERS_IN_SET, Call, FakeTelegram
 from testkit.journal import drawn_by, journal_rows, settled
+from testkit.redis_server import RedisServer
 from testkit.replies import buttons
+from testkit.worker_harness import start_worker
 from tests.conftest import DET_FILE, HAYAO_FILE, PHOTOS, SELFIE_FILE, synthetic_photo
 from tests.test_privacy import BOT_ENV, drawn, forget
 from weights.store import ModelStore
@@ -338,3 +340,29 @@ def test_sticker_as_a_reply_makes_a_sticker_of_ones_own_photo_only(served: tuple
     assert sent.params["reply_parameters"]["message_id"] == photo["message_id"]
     assert fake.sticker_sets[set_of(fake, sent)]["owner"] == alice["id"]
     assert not any(s["owner"] == bob["id"] for s in fake.sticker_sets.values())
+
+
+def test_stickers_are_drawn_the_same_by_a_celery_worker(redis_server: RedisServer, tiny_store: ModelStore,
+                                                        tmp_path: Path) -> None:
+    """Scaled out: the sticker's cut and the video sticker's settings cross Redis to `animebot worker`."""
+    env = {**BOT_ENV, "ANIMEBOT_DAILY_QUOTA": "50", "ANIMEBOT_BROKER_URL": redis_server.url()}
+    with FakeTelegram() as fake:
+        worker = start_worker(tmp_path / "worker", tiny_store.home, redis_server.url(), ANIMEBOT_BACKEND="onnxruntime",
+                              ANIMEBOT_STYLE="tiny")
+        bot = None
+        try:
+            worker.wait_for_log("celery.apps.worker: animebot@")
+            bot = start_bot(fake, tmp_path / "bot", tiny_store.home, **env)
+            chat, user = private_chat(770005301)
+            _, result = drawn(fake, chat, user, synthetic_photo(seed=3901))
+            still = press_sticker(fake, chat, user, result)
+            assert set_of(fake, still).startswith("anime1_") and max(shares(fake.sent_file(still, "sticker"))[0]) == 512
+            fake.clip_message(chat, user, mp4(pan_frames(synthetic_photo(seed=3902), 30, (320, 240)), 15.0), kind="video")
+            clip = fake.wait_for(lambda: fake.calls_to("sendVideo", chat["id"]), 120)[0]
+            moving = press_sticker(fake, chat, user, clip)
+            assert set_of(fake, moving).startswith("animeclip1_") and moving.result["sticker"]["is_video"] is True
+            assert "Traceback" not in worker.log() + bot.log()
+        finally:
+            for process in (bot, worker):
+                if process is not None:
+                    process.stop()

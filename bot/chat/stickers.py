@@ -22,6 +22,7 @@ public by its name, and the name should not tell who made it.
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import logging
@@ -108,7 +109,7 @@ class Stickers:
                     req.chat_id, known, reply_parameters=reply_to(req)))
             except BadRequest:
                 pass
-        data = result.path.read_bytes()
+        data = await asyncio.to_thread(result.path.read_bytes)
         return await retrying(f"job {req.job_id}: sendSticker", lambda: self.bot.send_sticker(
             req.chat_id, data, reply_parameters=reply_to(req)))
 
@@ -195,7 +196,7 @@ class Stickers:
 
     async def _upload(self, req: Request, result: CachedResult, kind: str) -> str:
         """The sticker's file, uploaded for the user; NotStarted when Telegram does not know them."""
-        data = result.path.read_bytes()
+        data = await asyncio.to_thread(result.path.read_bytes)
         try:
             file = await retrying(f"job {req.job_id}: uploadStickerFile", lambda: self.bot.upload_sticker_file(
                 req.user_id, data, kind))
