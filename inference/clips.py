@@ -162,26 +162,22 @@ def avatar_plan(data: bytes, info: ClipInfo, settings: ClipSettings, finder: Fac
 
 def cut_out_frames(drawn: Iterator[tuple[np.ndarray, np.ndarray]],
                    segmenter: Segmenter | None) -> tuple[list[np.ndarray], str]:
-    """Each drawn frame with the person cut out of it and outlined (RGBA), and how: "person", or
-    "oval" for a clip whose first frame shows no one (or with no segmenter), so the cut never
-    flickers between the two."""
+    """Each drawn frame with the person cut out of it and outlined (RGBA), and how: the first frame
+    decides person, person rounded by the oval, or the oval (no one there, or no segmenter), and
+    every frame is cut that way, so the sticker's shape never jumps as it loops."""
     out: list[np.ndarray] = []
     how = ""
     oval: np.ndarray | None = None
     for photo, anime in drawn:
         h, w = anime.shape[:2]
         mask = segmenter.mask(photo) if segmenter is not None and how != "oval" else None
-        if not how:
-            alpha, how = sticker.person_alpha(mask, w, h)
-            oval = alpha if how == "oval" else None
-        elif oval is not None:
+        how = how or sticker.how_to_cut(mask)
+        if how == "oval":
+            oval = oval if oval is not None else sticker.cut_by(None, w, h, how)[0]
             alpha = oval
         else:
-            alpha, found = sticker.person_alpha(mask, w, h)
-            if found == "oval":  # no one in this frame: cut as the model sees it, not flickering to the oval
-                assert mask is not None
-                alpha = sticker.alpha_of(mask)
+            alpha, _ = sticker.cut_by(mask, w, h, how)
         out.append(sticker.outlined(anime, alpha))
     if not out:
         raise clip_io.ClipError("I could not read any frame of that video.")
-    return out, how
+    return out, "oval" if how == "oval" else "person"

@@ -262,7 +262,8 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     cut, size = "", small.size
     if settings.cut:
         mask = segmenter.mask(np.asarray(small)) if segmenter is not None else None
-        alpha, cut = sticker.person_alpha(mask, *small.size)
+        alpha, how = sticker.person_alpha(mask, *small.size)
+        cut = "oval" if how == "oval" else "person"
         person = sticker.cut_out(anime, alpha)
         picture = sticker.sticker(person) if settings.cut == "sticker" else person
         out = sticker.webp(picture) if settings.fmt == "webp" else encode(picture, settings.fmt, settings.jpeg_quality)

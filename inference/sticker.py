@@ -72,15 +72,27 @@ def oval_mask(width: int, height: int) -> np.ndarray:
 
 def person_alpha(mask: np.ndarray | None, width: int, height: int) -> tuple[np.ndarray, str]:
     """The cut's alpha for a ``width`` x ``height`` drawing, and how it was made: "person" from the
-    segmentation ``mask``, or "oval" where there is none or it found no one."""
+    segmentation ``mask``, "rounded" for a person filling the crop (rounded by the oval), or "oval"
+    where there is no mask or it found no one."""
+    return cut_by(mask, width, height, how_to_cut(mask))
+
+
+def how_to_cut(mask: np.ndarray | None) -> str:
+    """"person", "rounded" or "oval" (see :func:`person_alpha`): decided once for a clip, on its first
+    frame, so a video sticker's shape never jumps from one to another as the person moves."""
+    if mask is None:
+        return "oval"
+    kept = np.count_nonzero(alpha_of(mask) == 255) / mask.size
+    return "rounded" if kept > FILLED_SHARE else "person" if kept >= MIN_PERSON_SHARE else "oval"
+
+
+def cut_by(mask: np.ndarray | None, width: int, height: int, how: str) -> tuple[np.ndarray, str]:
+    """The alpha of the cut ``how`` says, from ``mask`` (not needed for the oval), and ``how``."""
+    if how == "person" and mask is not None:
+        return alpha_of(mask), how
     oval = alpha_of(oval_mask(width, height))
-    if mask is not None:
-        alpha = alpha_of(mask)
-        kept = np.count_nonzero(alpha == 255) / alpha.size
-        if kept > FILLED_SHARE:
-            return np.minimum(alpha, oval), "person"
-        if kept >= MIN_PERSON_SHARE:
-            return alpha, "person"
+    if how == "rounded" and mask is not None:
+        return np.minimum(alpha_of(mask), oval), how
     return oval, "oval"
 
 

@@ -98,7 +98,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown_style": "I don't know the style {style!r}. Available: {styles}.",
         "anime_needs_photo": "Reply /anime to a photo (or send a photo with the caption /anime).",
         "sticker_needs_photo": "Reply /sticker to a photo or a clip of yours to make it a sticker.",
-        "sticker_own_photo": "In a group, /sticker works on a photo you sent: reply it to one of yours.",
+        "sticker_own_photo": "In a group, /sticker works on a photo or clip you sent: reply it to one of yours.",
         "button_expired": "This button has expired. Send the photo again.",
         "text_hint": "Send me a photo and I'll draw it as anime. /help for more.",
         "unknown_command": "I don't know that command. /help lists what I can do.",
@@ -113,7 +113,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "sticker_start_button": "💬 Open a chat with me",
         "sticker_needs_start": "{name}, to keep your stickers in a set of your own I need a private chat with you: "
                                "tap the button, press Start, then press Sticker here again.",
-        "sticker_not_yours": "Only the person who asked for this picture can make it a sticker.",
+        "sticker_not_yours": "Only the person who asked for this picture or clip can make it a sticker.",
         "sticker_set_refused": "Telegram wouldn't add this sticker to your set, so here it is on its own.",
         "sticker_oval": "Stickers here are cut as an oval: this bot has no person cut-out model installed.",
         "start_sticker": "Now we have a chat: press 🎭 Sticker under your result again (in the group, or here), and it "
@@ -319,7 +319,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "unknown_style": "没有画风 {style!r}。可用画风：{styles}。",
         "anime_needs_photo": "请用 /anime 回复一张照片（或发送带 /anime 说明的照片）。",
         "sticker_needs_photo": "请用 /sticker 回复你的一张照片或一段视频，把它做成贴纸。",
-        "sticker_own_photo": "在群组里，/sticker 只能用于你自己发的照片：请回复你发的照片。",
+        "sticker_own_photo": "在群组里，/sticker 只能用于你自己发的照片或视频：请回复你发的。",
         "button_expired": "这个按钮已过期，请重新发送照片。",
         "text_hint": "发给我一张照片，我会把它画成动漫。/help 查看更多。",
         "unknown_command": "我不认识这个命令。/help 列出了我能做的事。",
@@ -334,7 +334,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "sticker_start_button": "💬 和我私聊",
         "sticker_needs_start": "{name}，要把贴纸放进你自己的贴纸包，我需要先和你私聊："
                                "点按钮，按“开始”，再回到这里按一次“贴纸”。",
-        "sticker_not_yours": "只有请求这张图的人才能把它做成贴纸。",
+        "sticker_not_yours": "只有请求这张图或这段视频的人才能把它做成贴纸。",
         "sticker_set_refused": "Telegram 没有把这张贴纸加进你的贴纸包，先单独发给你。",
         "sticker_oval": "这里的贴纸按椭圆裁剪：这个机器人没有安装人像抠图模型。",
         "start_sticker": "我们已经开始私聊了：再按一次结果下面的“🎭 贴纸”（在群里或这里都可以），它就会放进你自己的贴纸包。",
