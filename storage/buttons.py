@@ -69,6 +69,17 @@ class ResultButtons:
         assert row is not None  # inserted above, or there already
         return str(row[0])
 
+    async def shown_in(self, chat_id: int, limit: int) -> list[tuple[str, ShownResult, float]]:
+        """The results shown in ``chat_id`` (their id, what they are, when first shown), newest first: in a
+        private chat, the user's own results, as the Mini App lists them."""
+        async with self._db.execute(
+            "SELECT id, content_sha256, style, settings, spoiler, created_at FROM buttons WHERE chat_id = ?"
+            " ORDER BY created_at DESC, id LIMIT ?", (chat_id, limit),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [(row[0], ShownResult(chat_id, row[1], row[2], settings_from_json(row[3]), bool(row[4])), row[5])
+                for row in rows]
+
     async def find(self, button_id: str, chat_id: int) -> ShownResult | None:
         """The result a button names, if it was shown in ``chat_id``; None for anything else."""
         async with self._db.execute(

@@ -120,6 +120,22 @@ class Cache:
         await self._db.commit()
         return CachedResult(key, path, row[1], row[2], row[3], row[4], row[5])
 
+    async def peek(self, keys: list[str]) -> dict[str, CachedResult]:
+        """The cached results of ``keys`` whose files are there, in one query, without marking them used: a
+        listing of results is not a use of each."""
+        found: dict[str, CachedResult] = {}
+        for start in range(0, len(keys), 500):  # SQLite's limit on a statement's parameters is far above this
+            part = keys[start:start + 500]
+            async with self._db.execute(
+                "SELECT key, filename, width, height, media_file_id, document_file_id, face_share FROM results"
+                f" WHERE key IN ({','.join('?' * len(part))})", part,
+            ) as cur:
+                for row in await cur.fetchall():
+                    path = self.results_dir / row[1]
+                    if path.is_file():
+                        found[row[0]] = CachedResult(row[0], path, row[2], row[3], row[4], row[5], row[6])
+        return found
+
     async def has(self, key: str) -> bool:
         """Whether ``key``'s result is cached, without marking it used (a count, not a use)."""
         async with self._db.execute("SELECT filename FROM results WHERE key = ?", (key,)) as cur:

@@ -52,8 +52,9 @@ class InProcessBot:
 
     def start(self) -> None:
         """Serve, and return once updates are taken (at the line a bot process logs then)."""
+        before = len(self.log()) if self.log_path.is_file() else 0  # a restart in the same home: its own line
         self._thread.start()
-        self.fake.wait_for(lambda: not self._thread.is_alive() or READY_LINE in self.log(), timeout=600)
+        self.fake.wait_for(lambda: not self._thread.is_alive() or READY_LINE in self.log()[before:], timeout=600)
         if not self._thread.is_alive():
             raise RuntimeError(f"the bot stopped while starting ({self._failure!r}):\n{self.log()}")
 

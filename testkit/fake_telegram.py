@@ -35,7 +35,7 @@ BOT_USER = {"id": 123456789, "is_bot": True, "first_name": "Anime", "username": 
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
 JSON_FIELDS = {"reply_markup", "reply_parameters", "media", "commands", "scope", "allowed_updates", "entities",
-               "results", "button"}
+               "results", "button", "menu_button"}
 STICKER_SIDE = 512  # a static sticker: one side exactly this, the other at most
 STICKER_MAX_BYTES = 512 * 1024
 VIDEO_STICKER_MAX_BYTES = 256 * 1024
@@ -96,6 +96,7 @@ class FakeTelegram:
         self.blocked: set[int] = set()  # users who blocked the bot: sending to them is Forbidden
         self.chat_admins: dict[int, set[int]] = {}  # group chat id -> its admins' user ids (getChatMember)
         self.webhook: dict[str, Any] = {}
+        self.menu_button: dict[str, Any] | None = None  # what setChatMenuButton last set (None: never called)
         # Called with (method, params) as each request arrives; True drops it unanswered and
         # unrecorded, as if the connection died before Telegram took it (a test's crash point).
         self.intercept: Callable[[str, dict[str, Any]], bool] | None = None
@@ -309,6 +310,7 @@ class FakeTelegram:
             elif not (params.get("reply_parameters") or {}).get("allow_sending_without_reply"):
                 raise ApiError(400, "Bad Request: message to be replied not found")
         if "reply_markup" in params:
+            _check_web_app_buttons(params["reply_markup"], chat)
             msg["reply_markup"] = params["reply_markup"]
         return msg
 
@@ -345,6 +347,17 @@ class FakeTelegram:
 
     def _m_setWebhook(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         self.webhook = dict(params)
+        return True
+
+    def _m_setChatMenuButton(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        button = params.get("menu_button") or {"type": "default"}
+        if button.get("type") == "web_app":
+            url = (button.get("web_app") or {}).get("url", "")
+            if not button.get("text") or not url.startswith("https://"):
+                raise ApiError(400, "Bad Request: BUTTON_URL_INVALID" if button.get("text") else "Bad Request: text empty")
+        elif button.get("type") not in ("default", "commands"):
+            raise ApiError(400, "Bad Request: unsupported menu button type")
+        self.menu_button = button
         return True
 
     _m_setMyCommands = _m_deleteWebhook
@@ -661,6 +674,18 @@ class _Server(ThreadingHTTPServer):
 
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _check_web_app_buttons(markup: Any, chat: dict[str, Any]) -> None:
+    """Telegram takes a Mini App button under a message in private chats only, and opens https:// pages only."""
+    for row in (markup or {}).get("inline_keyboard", []) if isinstance(markup, dict) else []:
+        for button in row:
+            if "web_app" not in button:
+                continue
+            if chat.get("type") != "private":
+                raise ApiError(400, "Bad Request: BUTTON_TYPE_INVALID")
+            if not str(button["web_app"].get("url", "")).startswith("https://"):
+                raise ApiError(400, "Bad Request: BUTTON_URL_INVALID")
 
 
 def _clip_shape(data: bytes) -> tuple[int, int, int]:

@@ -132,7 +132,7 @@ def test_the_quota_counts_only_what_must_be_drawn(tmp_path: Path) -> None:
 
 
 def test_all_styles_and_previews_survive_the_journal_and_old_rows_still_read() -> None:
-    assert REQUEST_VERSION == 4
+    assert REQUEST_VERSION == 5
     src = Source("F1", "U1", 1234, sha256="ab" * 32)
     many = Request("9", 5, 5, 3, "en", "cute", (src,), ConvertSettings(max_side=320), query_id="q",
                    styles=("cute", "hayao_v3", "jp_face"))
@@ -149,10 +149,12 @@ def test_all_styles_and_previews_survive_the_journal_and_old_rows_still_read() -
 
     clip = Request("13", 5, 5, 4, "en", "hayao", (Source("F3", kind="video", seconds=3.2),), ConvertSettings())
     assert request_from_json(request_to_json(clip)) == clip and clip.units == 4  # a photo per second, started
+    for_the_page = Request("app-x", 5, 5, None, "en", "hayao", (src,), ConvertSettings(strength=40), deliver="app")
+    assert request_from_json(request_to_json(for_the_page)) == for_the_page
 
     old = json.loads(request_to_json(album))  # as version 2 wrote it: no styles, no preview, no sample, no clips
     old["v"] = 2
-    for field in ("styles", "preview"):
+    for field in ("styles", "preview", "deliver"):
         del old[field]
     for s in old["sources"]:
         for field in ("sample", "kind", "seconds"):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, WebAppInfo
 
 from bot.chat.i18n import LANG_NAMES, t
 from bot.styles import Styles
@@ -109,9 +109,11 @@ def rows_of(buttons: list[InlineKeyboardButton], per_row: int) -> list[list[Inli
     return [buttons[i:i + per_row] for i in range(0, len(buttons), per_row)]
 
 
-def result_keyboard(styles: Styles, style: str, result_id: str, lang: str) -> InlineKeyboardMarkup:
+def result_keyboard(styles: Styles, style: str, result_id: str, lang: str, webapp_url: str | None = None
+                    ) -> InlineKeyboardMarkup:
     """Under a result: at most two rows of redraw buttons (short names), then what else it can become (a
-    sticker, an avatar), then All styles, No background and Full size."""
+    sticker, an avatar), then All styles, No background and Full size; with ``webapp_url``, last, the Mini App
+    opened on this result (bot/webapp/)."""
     shown = redraw_styles(styles, style)
     per_row = len(shown) if len(shown) <= 3 else min(REDRAW_PER_ROW, math.ceil(len(shown) / REDRAW_ROWS))
     rows = rows_of([InlineKeyboardButton(styles.display(n, lang), callback_data=f"r:{n}:{result_id}")
@@ -122,7 +124,9 @@ def result_keyboard(styles: Styles, style: str, result_id: str, lang: str) -> In
             InlineKeyboardButton(t(lang, "full_size"), callback_data=f"f:{result_id}")]
     if len(album_styles(styles, style)) >= 2:  # with one other style, its redraw button is the same thing
         last.insert(0, InlineKeyboardButton(t(lang, "all_styles"), callback_data=f"a:{result_id}"))
-    return InlineKeyboardMarkup([*rows, uses, last])
+    opened = [[InlineKeyboardButton(t(lang, "webapp_button"), web_app=WebAppInfo(f"{webapp_url}?r={result_id}"))]] \
+        if webapp_url else []
+    return InlineKeyboardMarkup([*rows, uses, last, *opened])
 
 
 def clip_keyboard(result_id: str, lang: str) -> InlineKeyboardMarkup:

@@ -70,8 +70,9 @@ class _Notice:
 
 class Replies:
     def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles, stickers: Stickers,
-                 clip_s: float = 10.0) -> None:
+                 clip_s: float = 10.0, webapp_url: str | None = None) -> None:
         self.bot = bot
+        self.webapp_url = webapp_url  # the Mini App's address: a button under each photo result opens it
         self.stickers = stickers
         self._told_oval: set[int] = set()  # chats told this run that stickers are cut as an oval
         self.clip_s = clip_s  # the longest clip drawn, for the note under one cut short
@@ -212,7 +213,10 @@ class Replies:
         return self.styles.display(d.style, req.lang) + (f"\n{notes}" if notes else "")
 
     async def _photo(self, req: Request, d: Drawn) -> Message:
-        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang)
+        s = req.settings
+        # Telegram takes Mini App buttons in private chats only; the page shows whole drawings, not an avatar's square
+        webapp = self.webapp_url if req.chat_id > 0 and not s.avatar and not s.cut else None
+        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang, webapp)
         # "All styles" with only one style drawn still says which style it is
         caption = self._named_caption(req, d) if len(req.drawn_styles) > 1 else self._caption(req, [d])
         return await self._send_or_upload(req, d.result.media_file_id, d.result, lambda photo: self.bot.send_photo(

@@ -50,11 +50,13 @@ class Status:
 
     def add(self, ticket: Ticket) -> None:
         self.tickets.append(ticket)
+        if self.req.deliver != "chat":  # the Mini App asks for the place itself (bot/webapp/jobs.py)
+            return
         if self._sending is None:
             self._sending = asyncio.create_task(self._send_first())
             self._watcher = asyncio.create_task(self._watch(self._sending))
 
-    def _ahead(self) -> int | None:
+    def ahead(self) -> int | None:
         """Photos before this request's first waiting one; None once one of its photos is being drawn,
         or is next while a worker is free (it starts at once)."""
         if any(ticket.started.is_set() for ticket in self.tickets):
@@ -96,7 +98,7 @@ class Status:
         await asyncio.sleep(0)  # let the other photos of an album queue first
         req = self.req
         try:
-            message = await self.bot.send_message(req.chat_id, self._text(self._ahead()), reply_parameters=reply_to(req),
+            message = await self.bot.send_message(req.chat_id, self._text(self.ahead()), reply_parameters=reply_to(req),
                                                   reply_markup=self._markup())
         except TelegramError:
             return None
@@ -113,7 +115,7 @@ class Status:
         action = ChatAction.UPLOAD_VIDEO if self._clip else ChatAction.UPLOAD_PHOTO
         with contextlib.suppress(TelegramError):
             while True:
-                ahead = self._ahead()
+                ahead = self.ahead()
                 text = self._text(ahead)
                 if text != shown and time.monotonic() - edited >= EDIT_EVERY_S:
                     await self.bot.edit_message_text(text, self.req.chat_id, message.message_id,

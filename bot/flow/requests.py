@@ -19,8 +19,8 @@ from storage.codec import decode, encode
 
 # 1: before versioning (no "v"); 2: spoilers, albums, button queries, left_out;
 # 3: styles (one photo in several styles), preview sheets, the sample photo as a source
-# 4: clips (a source's kind and length)
-REQUEST_VERSION = 4
+# 4: clips (a source's kind and length); 5: where the answer goes (the chat, or the Mini App)
+REQUEST_VERSION = 5
 CLIP_KINDS = ("animation", "video", "video_note")
 
 
@@ -74,6 +74,9 @@ class Request:
     # One picture of the photo in every style of ``styles`` (/style's previews), not a result each;
     # ``style`` is then the user's own style, which the menu under the picture marks.
     preview: bool = False
+    # Where the answer goes: "chat" (sent, as ever), or "app": asked for in the Mini App (bot/webapp/), which
+    # shows it; the result is stored and held, and nothing is said in the chat, not even a refusal.
+    deliver: str = "chat"
 
     @property
     def drawn_styles(self) -> tuple[str, ...]:

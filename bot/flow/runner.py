@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 from telegram import Bot
@@ -32,6 +32,7 @@ from bot.flow.results import Fetched, Results
 from bot.flow.running import RunningJob, RunningJobs
 from bot.service import metrics
 from bot.styles import Styles
+from bot.webapp.jobs import AppJobs
 from storage.cache import Cache
 from storage.journal import Journal
 
@@ -47,12 +48,13 @@ class JobRunner:
     """
 
     def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles, replies: Replies,
-                 settings: FlowSettings) -> None:
+                 settings: FlowSettings, desk: AppJobs) -> None:
         self.bot = bot
         self.pool = pool
         self.cache = cache
         self.journal = journal
         self.replies = replies
+        self.desk = desk  # what the Mini App is told about the requests it made
         self.settings = settings
         self.jobs = RunningJobs(pool)
         self.admission = Admission(journal, pool, settings, self.jobs.forgetting)
@@ -69,16 +71,29 @@ class JobRunner:
         with contextlib.ExitStack() as held:
             async with self.admission.turn(req.user_id):
                 taken = await self.admission.take_on(req, await self.results.needs(req), held)
-            if isinstance(taken, Refusal) and req.preview and not req.units:
-                await self.replies.style_menu(req)  # the sample's previews cannot be drawn now: the menu as text
-            elif isinstance(taken, Refusal):
-                await self.replies.refuse(req, taken)
+            if isinstance(taken, Refusal):
+                await self._refuse(req, taken)
             elif taken is not None:
                 req, reservation = taken
                 if req.query_id is not None:  # stop the button's spinner now, not after the drawing
                     with contextlib.suppress(TelegramError):
                         await self.bot.answer_callback_query(req.query_id)
                 await self._answer(req, recovered=False, reservation=reservation)
+
+    @property
+    def stopping(self) -> bool:
+        """Stopping: new requests are not taken on (the Mini App says to try again in a minute)."""
+        return self._stopping
+
+    async def _refuse(self, req: Request, refusal: Refusal) -> None:
+        self.desk.failed(req.job_id, t(req.lang, refusal.code, **refusal.values))
+        self.desk.ended(req.job_id)
+        if req.deliver != "chat":
+            return  # the page says it
+        if req.preview and not req.units:
+            await self.replies.style_menu(req)  # the sample's previews cannot be drawn now: the menu as text
+        else:
+            await self.replies.refuse(req, refusal)
 
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button (see :meth:`RunningJobs.cancel`)."""
@@ -111,7 +126,7 @@ class JobRunner:
         if lite and not req.as_document and not req.styles and not req.preview and self.pool.waiting >= \
                 self.settings.fast_queue:
             req = replace(req, style=lite, fast=True)
-        with self.jobs.running(req.job_id, req.user_id) as job:
+        with self.jobs.running(req.job_id, req.user_id) as job, self._told_desk(req):
             try:
                 summary = await self._run(req, job, reservation)
                 log.info("job %s: %s in %.2f s", req.job_id, summary, time.monotonic() - started)
@@ -127,7 +142,8 @@ class JobRunner:
             except Exception:  # a bug: keep its traceback, and never lose the photo silently
                 log.exception("job %s: failed unexpectedly", req.job_id)
                 with contextlib.suppress(TelegramError):
-                    await self.replies.say(req, t(req.lang, "internal"))
+                    if req.deliver == "chat":
+                        await self.replies.say(req, t(req.lang, "internal"))
                 await self.journal.finish_job(req.job_id, "failed", "internal")
                 metrics.JOBS.labels("failed").inc()
 
@@ -140,7 +156,8 @@ class JobRunner:
         """
         async with self._status(req) as status:
             fetched: Fetched = {}
-            sheet = await self.sheets.cached(req) if req.preview else None
+            # The page shows a preview's tiles, not the sheet: they are looked up (or drawn) one by one.
+            sheet = await self.sheets.cached(req) if req.preview and req.deliver == "chat" else None
             results = [] if sheet is not None else await asyncio.gather(
                 *(self.results.result(req, src, style, job, status, reservation, fetched) for src, style in req.items),
                 return_exceptions=True)
@@ -154,8 +171,14 @@ class JobRunner:
             if stills and not req.preview:  # before the answer: a /style right after it offers this photo
                 await self.cache.set_last_photo(req.user_id, stills[-1].sha256, stills[-1].source.spoiler)
             if req.preview:
-                sent = await self.sheets.send(req, sheet, done, failed, fetched)
                 drawn = min(drawn, req.units)  # a preview is one photo of the quota, the sample's none
+            if req.deliver != "chat":
+                sent = []
+                await self.desk.done(req, done)
+                if failed:
+                    self.desk.failed(req.job_id, failed[0].text(req.lang))
+            elif req.preview:
+                sent = await self.sheets.send(req, sheet, done, failed, fetched)
             else:
                 sent = await self.replies.results(req, done) if done else []
                 if failed and len(req.items) == 1:
@@ -164,14 +187,18 @@ class JobRunner:
                     partial = "styles_partial" if len(req.drawn_styles) > 1 else "album_partial"
                     await self.replies.say(req, t(req.lang, partial, failed=len(failed), count=len(req.items),
                                                   reason=failed[0].text(req.lang)))
-            if req.left_out:
+            if req.left_out and req.deliver == "chat":
                 await self.replies.say(req, self._left_out_text(req))
             codes = ",".join(sorted({f.code for f in failed}))
-            await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent else "failed", codes or None,
+            answered = bool(sent) or (req.deliver != "chat" and bool(done))
+            await asyncio.shield(self.journal.finish_job(req.job_id, "done" if answered else "failed", codes or None,
                                                          drawn=drawn))
-            metrics.JOBS.labels("done" if sent else "cancelled" if codes == "cancelled" else "failed").inc()
+            metrics.JOBS.labels("done" if answered else "cancelled" if codes == "cancelled" else "failed").inc()
+        if req.deliver == "chat" and sent:
+            await self.desk.done(req, done)
         await self.replies.remember(sent)
-        return f"{len(done)} sent ({sum(d.from_cache for d in done)} from cache), {len(failed)} failed" + \
+        verb = "sent" if req.deliver == "chat" else "kept for the Mini App"
+        return f"{len(done)} {verb} ({sum(d.from_cache for d in done)} from cache), {len(failed)} failed" + \
             (f" ({codes})" if codes else "") + (" (preview sheet)" if req.preview else "")
 
     def _left_out_text(self, req: Request) -> str:
@@ -189,9 +216,18 @@ class JobRunner:
             return t(req.lang, "styles_quota_partial", left_out=req.left_out, count=count, limit=per_day)
         return t(req.lang, "quota_partial", left_out=req.left_out, count=per_day)
 
+    @contextlib.contextmanager
+    def _told_desk(self, req: Request) -> Iterator[None]:
+        """However the request ends, the Mini App's desk hears that it did."""
+        try:
+            yield
+        finally:
+            self.desk.ended(req.job_id)
+
     @contextlib.asynccontextmanager
     async def _status(self, req: Request) -> AsyncIterator[Status]:
         status = Status(self.bot, req, self.journal, self.pool)
+        self.desk.watch(req.job_id, status)
         try:
             yield status
         finally:

@@ -80,6 +80,9 @@ class Config:
     webhook_secret: str | None = None
     # Polling mode: serve /healthz and /metrics on this port too (webhook mode always does, on its port).
     metrics_port: int | None = None
+    # The Mini App's public https:// address (bot/webapp/): served at /app by the same server as the webhook
+    # or /metrics, offered as the menu button and under each result. Unset: no Mini App.
+    webapp_url: str | None = None
     # Models to install at start when missing (the Docker image sets these):
     # copied from baked_models when a file there has the right hash, else
     # downloaded. See weights/provision.py.
@@ -113,7 +116,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         raise ConfigError("TELEGRAM_BOT_TOKEN is not set; get one from @BotFather and put it in the environment or .env")
     home = data_home(env)
     workers = _int(env, "ANIMEBOT_WORKERS", Config.workers, 1, 64)
-    return Config(
+    cfg = Config(
         token=token,
         home=home,
         base_url=env.get("TELEGRAM_API_BASE_URL") or TELEGRAM_API,
@@ -145,7 +148,12 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         weights=tuple(n for n in env.get("ANIMEBOT_WEIGHTS", "").replace(" ", "").split(",") if n),
         baked_models=Path(env["ANIMEBOT_BAKED_MODELS"]) if env.get("ANIMEBOT_BAKED_MODELS") else None,
         broker_url=_broker_url(env),
+        webapp_url=_webapp_url(env),
     )
+    if cfg.webapp_url and not (cfg.webhook_url or cfg.metrics_port):
+        raise ConfigError("ANIMEBOT_WEBAPP_URL needs the bot's HTTP server: set ANIMEBOT_METRICS_PORT when polling "
+                          "(the page is served there at /app), or run in webhook mode")
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -258,6 +266,15 @@ def _webhook_url(url: str | None) -> str | None:
     """Telegram only calls HTTPS webhooks (a reverse proxy usually terminates TLS in front of us)."""
     if url is not None and not url.startswith("https://"):
         raise ConfigError(f"the webhook URL must start with https://, got {url!r}")
+    return url
+
+
+def _webapp_url(env: Mapping[str, str]) -> str | None:
+    """Telegram opens Mini Apps over HTTPS only."""
+    url = env.get("ANIMEBOT_WEBAPP_URL", "").strip() or None
+    if url is not None and not url.startswith("https://"):
+        raise ConfigError(f"ANIMEBOT_WEBAPP_URL must start with https:// (Telegram opens Mini Apps over HTTPS only), "
+                          f"got {url!r}")
     return url
 
 

@@ -32,6 +32,9 @@ from bot.updates.polling import MAX_BACKOFF_S, poll
 from bot.service.state import close_state, open_state
 from bot.styles import Styles
 from bot.updates.webhook import WebhookServer
+from bot.webapp.api import WebApp
+from bot.webapp.links import Links
+from bot.webapp.photos import Originals
 from inference.processes import running
 from storage.retention import sweep
 
@@ -105,14 +108,16 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
         log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
     chores = asyncio.create_task(_chores(st, cfg.home, cfg.keep_days * 86400.0))
     server, poller = None, None
+    webapp = WebApp(st, Originals(app.bot, st.cache), cfg.token, Links(await st.runner.journal.secret())) \
+        if cfg.webapp_url else None
     try:
         metrics.watch(st.runner.pool)
         if cfg.webhook_url:
-            server = await _start_webhook(app, cfg, intake, st)
+            server = await _start_webhook(app, cfg, intake, st, webapp)
         else:
             if cfg.metrics_port:
                 server = WebhookServer(intake, None, "", lambda: _health_report(st), cfg.webhook_listen,
-                                       cfg.metrics_port)
+                                       cfg.metrics_port, webapp)
                 await server.start()
             try:
                 await app.bot.delete_webhook()
@@ -132,19 +137,23 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
                 await poller  # re-raises InvalidToken, if that is why polling ended
         await st.runner.drain(cfg.stop_wait_s)
         await intake.cancel()
+        if webapp is not None:
+            await webapp.close()
     finally:
         chores.cancel()
         if server is not None:
             await server.stop()
 
 
-async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotState) -> WebhookServer:
+async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotState, webapp: WebApp | None
+                         ) -> WebhookServer:
     """Listen, then tell Telegram where. A secret is made up when none is configured."""
     assert cfg.webhook_url  # only called in webhook mode
     secret = cfg.webhook_secret or secrets.token_urlsafe(32)
     path = urlsplit(cfg.webhook_url).path or "/"
 
-    server = WebhookServer(intake, path, secret, lambda: _health_report(st), cfg.webhook_listen, cfg.webhook_port)
+    server = WebhookServer(intake, path, secret, lambda: _health_report(st), cfg.webhook_listen, cfg.webhook_port,
+                           webapp)
     await server.start()
     await app.bot.set_webhook(cfg.webhook_url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
     return server

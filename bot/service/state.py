@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats
+from telegram import (BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats, MenuButtonDefault,
+                      MenuButtonWebApp, WebAppInfo)
 from telegram.error import TelegramError
 from telegram.ext import Application
 
 from bot.flow.access import Access, Limits
 from bot.updates.albums import AlbumCollector
 from bot.chat.context import BotState
+from bot.chat.i18n import t
 from bot.service.config import Config
 from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
@@ -28,6 +30,7 @@ from bot.drawing.pool import Pool
 from bot.chat.replies import Replies
 from bot.chat.stickers import Stickers
 from bot.styles import Styles
+from bot.webapp.jobs import AppJobs
 from inference.drawer import DrawerSpec
 from storage.buttons import ResultButtons
 from storage.cache import Cache
@@ -71,14 +74,15 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     stickers = Stickers(app.bot, StickerBook(cache.db), journal.secret)
-    replies = Replies(app.bot, cache, buttons, styles, stickers, cfg.video_max_s)
-    runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings)
+    replies = Replies(app.bot, cache, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url)
+    runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings, AppJobs(buttons))
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     forgetting = Forgetting(app.bot, runner, Erasures(cache.db, cache.results_dir), limits)
     st = BotState(runner, cache, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
                   scaled_out=bool(cfg.broker_url))
     app.bot_data.state = st
     await _register_commands(app)
+    await _menu_button(app, cfg.webapp_url)
     log.info("bot @%s ready: styles %s (default %s), %s, queue %d (%d a person), max side %d",
              app.bot.username, ",".join(styles.names), styles.default, pool.healthy()[1], cfg.queue_size,
              cfg.per_user_limit, cfg.max_side)
@@ -116,3 +120,13 @@ async def _register_commands(app: Application) -> None:
                                           scope=BotCommandScopeAllGroupChats(), language_code=code)
     except TelegramError as exc:
         log.warning("could not register the command menus: %s: %s", exc.__class__.__name__, exc.message)
+
+
+async def _menu_button(app: Application, webapp_url: str | None) -> None:
+    """The button beside the message field in private chats: the Mini App when there is one, else Telegram's
+    default (the command list), so that a Mini App switched off leaves no button to a page that is gone."""
+    button = MenuButtonWebApp(t("en", "webapp_menu"), WebAppInfo(webapp_url)) if webapp_url else MenuButtonDefault()
+    try:
+        await app.bot.set_chat_menu_button(menu_button=button)
+    except TelegramError as exc:
+        log.warning("could not set the menu button: %s: %s", exc.__class__.__name__, exc.message)

@@ -8,7 +8,8 @@
 - ``GET /healthz`` reports whether the workers are up, for a load balancer
   or an orchestrator, and ``GET /metrics`` serves Prometheus metrics. In
   polling mode the same server runs without the webhook route when
-  ``ANIMEBOT_METRICS_PORT`` is set.
+  ``ANIMEBOT_METRICS_PORT`` is set. The Mini App (bot/webapp/), when configured,
+  is served by this same server at ``/app``.
 
 aiohttp serves it: PTB's own webhook server (tornado) answers 200 as soon
 as an update is queued in memory, which is the gap this mode must close.
@@ -25,6 +26,7 @@ from aiohttp import web
 
 from bot.service import metrics
 from bot.updates.intake import Intake
+from bot.webapp.api import WebApp
 
 log = logging.getLogger("animebot.webhook")
 
@@ -36,7 +38,7 @@ class WebhookServer:
     """``path`` None: only /healthz and /metrics (polling mode)."""
 
     def __init__(self, intake: Intake, path: str | None, secret: str, health: Callable[[], dict[str, Any]],
-                 host: str, port: int) -> None:
+                 host: str, port: int, webapp: WebApp | None = None) -> None:
         self.intake = intake
         self.path = path
         self.secret = secret
@@ -49,6 +51,8 @@ class WebhookServer:
             app.router.add_post(path, self._update)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
+        if webapp is not None:
+            webapp.mount(app)
         self._runner = web.AppRunner(app, access_log=None)
 
     async def start(self) -> None:

@@ -1,0 +1,1 @@
+"""The Mini App: a web page the bot opens inside Telegram, served by the bot's own HTTP server."""

@@ -1,0 +1,365 @@
+"""The Mini App's server side: the page at ``/app``, its JSON API, and its pictures.
+
+Mounted on the bot's own aiohttp server (bot/updates/webhook.py): the
+webhook's in webhook mode, the one on ``ANIMEBOT_METRICS_PORT`` when polling.
+
+- ``GET /app``: the page (bot/webapp/page/), plain HTML, CSS and JS.
+- ``/app/api/...``: JSON, each call signed by Telegram (``Authorization: tma
+  <initData>``, bot/webapp/auth.py); anything unsigned or stale is a bare 401.
+  A user reaches only the results shown in their own chat with the bot.
+- ``/app/img/...``: the pictures, by signed addresses (bot/webapp/links.py).
+
+What the page asks to have drawn is an ordinary request (bot/flow/requests.py,
+``deliver="app"``): journalled, queued fairly behind everyone else's photos,
+counted against the same limits and quota, cached. Sending a result to the
+chat is a request too, answered from the cache.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections import deque
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from bot.chat.context import BotState
+from bot.chat.i18n import pick_lang, t
+from bot.chat.photos import STICKER
+from bot.chat.presses import PLAIN
+from bot.flow.previews import PREVIEW_SETTINGS
+from bot.flow.requests import Request, Source, StoredRequestError, request_from_json
+from bot.webapp.auth import Unauthorized, WebAppUser, from_header
+from bot.webapp.jobs import AppJob
+from bot.webapp.links import PREFIX, Links
+from bot.webapp.photos import Originals
+from storage.buttons import ShownResult
+from storage.cache import CachedResult, result_key
+
+log = logging.getLogger("animebot.webapp")
+
+PAGE_DIR = Path(__file__).with_name("page")
+PAGE_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
+PAGE = 24  # results a page
+LISTED = 500  # the newest results looked at; older ones are still in the chat
+MAX_BODY = 4096  # the page's JSON bodies are a few dozen bytes
+API_PER_MINUTE = 120  # calls a user may make; the page makes one a second while a drawing is under way
+IMAGES_PER_MINUTE = 600  # pictures: a page of results is 24 at once, and the viewer three more
+# The page's own script and Telegram's; pictures from here; no other origin at all.
+POLICY = ("default-src 'self'; script-src 'self' https://telegram.org; img-src 'self' data: blob:; "
+          "style-src 'self' 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'")
+
+
+class Window:
+    """At most ``per_minute`` events a key in any minute: the rest are refused until the oldest is a minute old."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._seen: dict[int, deque[float]] = {}
+
+    def admit(self, key: int, now: float) -> float:
+        """0 when admitted; else the seconds until it would be."""
+        seen = self._seen.setdefault(key, deque())
+        while seen and now - seen[0] >= 60:
+            seen.popleft()
+        if len(seen) >= self.per_minute:
+            return 60 - (now - seen[0])
+        seen.append(now)
+        if len(self._seen) > 10_000:  # users who stopped asking: forget them
+            for idle in [k for k, times in self._seen.items() if not times or now - times[-1] >= 60]:
+                del self._seen[idle]
+        return 0.0
+
+
+class WebApp:
+    def __init__(self, st: BotState, originals: Originals, token: str, links: Links) -> None:
+        self.st = st
+        self.originals = originals
+        self.token = token
+        self.links = links
+        self.calls = Window(API_PER_MINUTE)
+        self.pictures = Window(IMAGES_PER_MINUTE)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def mount(self, app: web.Application) -> None:
+        app.router.add_get("/app", self._page)
+        app.router.add_get("/app/", self._page)
+        app.router.add_get("/app/static/{name}", self._static)
+        app.router.add_get("/app/api/results", self._list)
+        app.router.add_get(r"/app/api/results/{id:[\w-]{12}}", self._one)
+        app.router.add_get(r"/app/api/results/{id:[\w-]{12}}/styles", self._styles)
+        app.router.add_post(r"/app/api/results/{id:[\w-]{12}}/styles", self._draw_styles)
+        app.router.add_post(r"/app/api/results/{id:[\w-]{12}}/send", self._send)
+        app.router.add_post("/app/api/draw", self._draw)
+        app.router.add_get(r"/app/api/jobs/{job:app-[\w-]{1,32}}", self._job)
+        app.router.add_get(PREFIX + r"/{uid:\d{1,20}}/{id:[\w-]{12}}/{variant:[\w.-]{1,40}}/{expires:\d{1,12}}"
+                           r"/{mac:[\w-]{24}}", self._picture)
+
+    async def close(self) -> None:
+        """At a stop: the requests the page started are left to the journal, which runs them at the next start."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- the page -----------------------------------------------------------------
+
+    async def _page(self, request: web.Request) -> web.Response:
+        return web.Response(body=(PAGE_DIR / "index.html").read_bytes(), content_type="text/html", charset="utf-8",
+                            headers=_page_headers())
+
+    async def _static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in PAGE_FILES:
+            raise web.HTTPNotFound()
+        return web.Response(body=(PAGE_DIR / name).read_bytes(), content_type=PAGE_FILES[name], charset="utf-8",
+                            headers=_page_headers())
+
+    # --- who asks -------------------------------------------------------------------
+
+    async def _caller(self, request: web.Request) -> tuple[WebAppUser, str]:
+        """The signed user and their language; 401 (no detail), 403 off the allowlist, 429 past the rate."""
+        try:
+            user = from_header(request.headers.get("Authorization"), self.token, time.time())
+        except Unauthorized as exc:
+            log.info("webapp: refused a call to %s: %s", request.path, exc)
+            raise web.HTTPUnauthorized(text="unauthorized") from None
+        lang = pick_lang((await self.st.cache.user_prefs(user.id))[1], user.language_code)
+        if not self.st.access.allows(user.id, user.id):
+            raise _error(web.HTTPForbidden, t(lang, "not_allowed"))
+        if wait := self.calls.admit(user.id, time.monotonic()):
+            raise _error(web.HTTPTooManyRequests, t(lang, "webapp_too_many"), {"Retry-After": str(int(wait) + 1)})
+        if request.can_read_body and (size := request.content_length or 0) > MAX_BODY:
+            raise web.HTTPRequestEntityTooLarge(MAX_BODY, size, text=json.dumps({"error": t(lang, "webapp_bad_request")}),
+                                                content_type="application/json")
+        return user, lang
+
+    async def _body(self, request: web.Request, lang: str) -> dict[str, Any]:
+        raw = await request.content.read(MAX_BODY + 1)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        if len(raw) > MAX_BODY or not isinstance(body, dict):
+            raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
+        return body
+
+    # --- results --------------------------------------------------------------------
+
+    async def _results_of(self, user_id: int) -> list[tuple[str, ShownResult, float, CachedResult]]:
+        """The user's still results the page can show, newest first: drawn whole (not an avatar's square or a
+        sticker's cut, whose pixels do not line up with the photo), in a style still installed, still cached."""
+        styles = self.st.styles
+        shown = [(rid, s, at) for rid, s, at in await self.st.buttons.shown_in(user_id, LISTED)
+                 if s.style in styles.names and not s.settings.cut and not s.settings.avatar
+                 and s.settings.fmt in ("jpg", "png")]
+        keys = [result_key(s.content_sha256, s.style, styles.version(s.style, s.settings)) for _, s, _ in shown]
+        cached = await self.st.cache.peek(keys)
+        return [(rid, s, at, cached[key]) for (rid, s, at), key in zip(shown, keys) if key in cached]
+
+    async def _find(self, user_id: int, result_id: str, lang: str) -> tuple[ShownResult, CachedResult]:
+        shown = await self.st.buttons.find(result_id, user_id)
+        found = await self.st.cache.peek([self._key(shown)]) if shown is not None else {}
+        if shown is None or not found:
+            raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
+        return shown, next(iter(found.values()))
+
+    def _key(self, shown: ShownResult, **change: Any) -> str:
+        settings = replace(shown.settings, **change)
+        return result_key(shown.content_sha256, shown.style, self.st.styles.version(shown.style, settings))
+
+    async def _json(self, user_id: int, result_id: str, shown: ShownResult, result: CachedResult, created: float,
+                    lang: str) -> dict[str, Any]:
+        s = shown.settings
+        if s.strength == 100 and not s.keep_colours:
+            base: str | None = self.links.image(user_id, result_id, "image")
+        else:
+            pure = self._key(shown, strength=100, keep_colours=False)
+            base = self.links.image(user_id, result_id, "base") if await self.st.cache.peek([pure]) else None
+        return {"id": result_id, "image": self.links.image(user_id, result_id, "image"),
+                "photo": self.links.image(user_id, result_id, "photo"), "base": base, "style": shown.style,
+                "style_name": self.st.styles.display(shown.style, lang), "strength": s.strength,
+                "keep_colours": s.keep_colours, "width": result.width, "height": result.height,
+                "created": int(created)}
+
+    async def _list(self, request: web.Request) -> web.Response:
+        user, lang = await self._caller(request)
+        offset = _number(request.query.get("offset", "0"), 0, LISTED, lang)
+        rows = await self._results_of(user.id)
+        page = [await self._json(user.id, rid, s, res, at, lang) for rid, s, at, res in rows[offset:offset + PAGE]]
+        styles = [{"name": n, "title": self.st.styles.display(n, lang)} for n in self.st.styles.ordered]
+        return _json({"lang": lang, "results": page, "more": offset + PAGE < len(rows), "styles": styles})
+
+    async def _one(self, request: web.Request) -> web.Response:
+        user, lang = await self._caller(request)
+        rid = request.match_info["id"]
+        shown, result = await self._find(user.id, rid, lang)
+        created = next((at for r, _, at in await self.st.buttons.shown_in(user.id, LISTED) if r == rid), time.time())
+        return _json({"result": await self._json(user.id, rid, shown, result, created, lang)})
+
+    async def _styles(self, request: web.Request) -> web.Response:
+        """The result's photo in every installed style, small: those drawn, and a null for the rest."""
+        user, lang = await self._caller(request)
+        rid = request.match_info["id"]
+        shown, _ = await self._find(user.id, rid, lang)
+        names = list(self.st.styles.ordered)
+        keys = [result_key(shown.content_sha256, n, self.st.styles.version(n, PREVIEW_SETTINGS)) for n in names]
+        drawn = await self.st.cache.peek(keys)
+        return _json({"styles": [{"name": n, "title": self.st.styles.display(n, lang),
+                                  "image": self.links.image(user.id, rid, f"s.{n}") if key in drawn else None}
+                                 for n, key in zip(names, keys)]})
+
+    # --- drawing and sending ------------------------------------------------------------
+
+    async def _draw_styles(self, request: web.Request) -> web.Response:
+        """Draw the missing tiles of :meth:`_styles`: one photo of the quota for all of them, as /style's sheet."""
+        user, lang = await self._caller(request)
+        shown, _ = await self._find(user.id, request.match_info["id"], lang)
+        style = self.st.styles.resolve((await self.st.cache.user_prefs(user.id))[0]) or self.st.styles.default
+        return await self._start(await self._request(user.id, lang, shown, style, PREVIEW_SETTINGS, preview=True,
+                                                     styles=tuple(self.st.styles.ordered)))
+
+    async def _draw(self, request: web.Request) -> web.Response:
+        """The result's photo drawn again at full size: in a style, at a strength, keeping colours or not."""
+        user, lang = await self._caller(request)
+        body = await self._body(request, lang)
+        rid, strength, keep = body.get("id"), body.get("strength"), body.get("keep_colours")
+        style = self.st.styles.resolve(body["style"]) if isinstance(body.get("style"), str) else None
+        if not (isinstance(rid, str) and isinstance(strength, int) and not isinstance(strength, bool)
+                and 0 <= strength <= 100 and isinstance(keep, bool) and style is not None):
+            raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
+        shown, _ = await self._find(user.id, rid, lang)
+        settings = replace(shown.settings, strength=strength, keep_colours=keep)
+        return await self._start(await self._request(user.id, lang, shown, style, settings, deliver="app"))
+
+    async def _send(self, request: web.Request) -> web.Response:
+        """The result into the user's chat with the bot: as the photo it is, or drawn as a sticker into their set."""
+        user, lang = await self._caller(request)
+        body = await self._body(request, lang)
+        if body.get("as") not in ("photo", "sticker"):
+            raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
+        shown, _ = await self._find(user.id, request.match_info["id"], lang)
+        settings = replace(shown.settings, **{**PLAIN, **STICKER}) if body["as"] == "sticker" else shown.settings
+        return await self._start(await self._request(user.id, lang, shown, shown.style, settings, deliver="chat"))
+
+    async def _request(self, user_id: int, lang: str, shown: ShownResult, style: str, settings: Any,
+                       deliver: str = "app", preview: bool = False, styles: tuple[str, ...] = ()) -> Request:
+        file_id = await self.st.cache.file_id_of(shown.content_sha256)
+        if file_id is None:
+            raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
+        return Request(job_id=f"app-{secrets.token_urlsafe(12)}", chat_id=user_id, user_id=user_id, reply_to=None,
+                       lang=lang, style=style, settings=settings, preview=preview, styles=styles, deliver=deliver,
+                       sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),))
+
+    async def _start(self, req: Request) -> web.Response:
+        if self.st.runner.stopping:
+            raise _error(web.HTTPServiceUnavailable, t(req.lang, "webapp_restarting"))
+        self.st.runner.desk.track(req.job_id, req.user_id, req.lang)
+        task = asyncio.create_task(self._run(req))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return _json({"job": req.job_id})
+
+    async def _run(self, req: Request) -> None:
+        desk = self.st.runner.desk
+        try:
+            await self.st.runner.run(req)
+        except asyncio.CancelledError:  # a stop: the journal has it, if it was taken on, for the next start
+            desk.failed(req.job_id, t(req.lang, "webapp_restarting"))
+            raise
+        except Exception:  # a bug: keep its traceback; the page still hears that it failed
+            log.exception("job %s: the Mini App's request failed unexpectedly", req.job_id)
+        finally:
+            desk.ended(req.job_id)
+
+    async def _job(self, request: web.Request) -> web.Response:
+        """How a job the page started is doing: from memory while the bot runs, else from the journal."""
+        user, lang = await self._caller(request)
+        job_id = request.match_info["job"]
+        job = self.st.runner.desk.get(job_id, user.id)
+        if job is None:
+            return _json(await self._job_from_journal(job_id, user.id, lang))
+        result = None
+        if job.result:
+            shown, found = await self._find(user.id, job.result, lang)
+            result = await self._json(user.id, job.result, shown, found, time.time(), lang)
+        return _json({"state": job.state, "ahead": _ahead(job), "result": result, "error": job.error})
+
+    async def _job_from_journal(self, job_id: str, user_id: int, lang: str) -> dict[str, Any]:
+        journal = self.st.runner.journal
+        stored = await journal.job_request(job_id)
+        try:
+            req = request_from_json(stored) if stored is not None else None
+        except StoredRequestError:
+            req = None
+        if req is None or req.user_id != user_id:
+            raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
+        state = await journal.job_state(job_id)
+        if state in ("queued", "running"):
+            return {"state": "queued" if state == "queued" else "drawing", "ahead": None, "result": None, "error": None}
+        if state != "done":
+            return {"state": "failed", "ahead": None, "result": None, "error": t(lang, "internal")}
+        result = None
+        if req.deliver == "app" and not req.preview:
+            shown = ShownResult(user_id, req.sources[0].sha256 or "", req.style, req.settings, req.sources[0].spoiler)
+            rid = await self.st.buttons.id_for(shown)
+            if found := await self.st.cache.peek([self._key(shown)]):
+                result = await self._json(user_id, rid, shown, next(iter(found.values())), time.time(), lang)
+        return {"state": "done", "ahead": None, "result": result, "error": None}
+
+    # --- pictures -----------------------------------------------------------------------
+
+    async def _picture(self, request: web.Request) -> web.StreamResponse:
+        info = request.match_info
+        user_id, rid, variant = int(info["uid"]), info["id"], info["variant"]
+        if not self.links.valid(user_id, rid, variant, int(info["expires"]), info["mac"]):
+            raise web.HTTPForbidden(text="forbidden")
+        if wait := self.pictures.admit(user_id, time.monotonic()):
+            raise web.HTTPTooManyRequests(headers={"Retry-After": str(int(wait) + 1)})
+        shown = await self.st.buttons.find(rid, user_id)
+        found = await self._picture_of(user_id, shown, variant) if shown is not None else None
+        if found is None:
+            raise web.HTTPNotFound(text="gone")
+        return web.FileResponse(found.path, headers={"Cache-Control": "private, max-age=3600",
+                                                     "X-Content-Type-Options": "nosniff"})
+
+    async def _picture_of(self, user_id: int, shown: ShownResult, variant: str) -> CachedResult | None:
+        if variant == "image":
+            return await self.st.cache.get(self._key(shown))
+        if variant == "base":
+            return await self.st.cache.get(self._key(shown, strength=100, keep_colours=False))
+        if variant.startswith("s.") and (style := variant[2:]) in self.st.styles.names:
+            return await self.st.cache.get(result_key(shown.content_sha256, style,
+                                                      self.st.styles.version(style, PREVIEW_SETTINGS)))
+        if variant == "photo" and (drawn := await self.st.cache.peek([self._key(shown)])):
+            size = next(iter(drawn.values()))
+            return await self.originals.photo(user_id, shown.content_sha256, size.width, size.height)
+        return None
+
+
+def _ahead(job: AppJob) -> int | None:
+    return job.status.ahead() if job.state == "queued" and job.status is not None and job.status.tickets else None
+
+
+def _number(raw: str, lo: int, hi: int, lang: str) -> int:
+    if not raw.isdigit() or not lo <= int(raw) <= hi:
+        raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
+    return int(raw)
+
+
+def _json(data: dict[str, Any]) -> web.Response:
+    return web.json_response(data, headers={"Cache-Control": "no-store"})
+
+
+def _error(kind: type[web.HTTPException], sentence: str, headers: dict[str, str] | None = None) -> web.HTTPException:
+    """An error the page shows as it is: one sentence in the user's language."""
+    return kind(text=json.dumps({"error": sentence}), content_type="application/json", headers=headers)
+
+
+def _page_headers() -> dict[str, str]:
+    return {"Content-Security-Policy": POLICY, "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-cache"}

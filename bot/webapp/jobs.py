@@ -1,0 +1,88 @@
+"""What became of each request the Mini App made: the page asks, the runner answers here, the page polls.
+
+A request from the page is an ordinary job: written to the journal, queued
+fairly, drawn, cached, finished by a restart. Only what the page needs to
+show while it waits lives here, in memory: the place in the queue, the new
+result's id, or the one sentence of why not. After a restart the journal
+still says how a job ended (bot/webapp/api.py reads it there).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.chat.i18n import t
+from bot.chat.replies import Drawn
+from bot.chat.status import Status
+from bot.flow.requests import Request
+from storage.buttons import ResultButtons, ShownResult
+
+KEEP_S = 900.0  # an ended job is asked about for seconds; kept a quarter of an hour, then forgotten
+
+
+@dataclass
+class AppJob:
+    user_id: int
+    lang: str
+    status: Status | None = None  # while it is being answered: its place in the queue
+    result: str | None = None  # ended well: the new result's id ("" when the job makes none: a send, style tiles)
+    error: str | None = None  # ended badly: the sentence the page shows
+    ended_at: float | None = None
+
+    @property
+    def state(self) -> str:
+        if self.ended_at is not None:
+            return "failed" if self.error is not None else "done"
+        if self.status is not None and self.status.tickets and self.status.ahead() is None:
+            return "drawing"
+        return "queued"
+
+
+class AppJobs:
+    """The jobs the page started, by job id. The runner tells it about every request; it keeps only those
+    it was asked to :meth:`track`, except that a result drawn for the page always gets its id (a recovered
+    job, which nobody tracks any more, still shows up in the page's list)."""
+
+    def __init__(self, buttons: ResultButtons) -> None:
+        self.buttons = buttons
+        self._jobs: dict[str, AppJob] = {}
+
+    def track(self, job_id: str, user_id: int, lang: str) -> None:
+        now = time.monotonic()
+        for old in [k for k, job in self._jobs.items() if job.ended_at is not None and now - job.ended_at > KEEP_S]:
+            del self._jobs[old]
+        self._jobs[job_id] = AppJob(user_id, lang)
+
+    def get(self, job_id: str, user_id: int) -> AppJob | None:
+        """The job, if ``user_id`` started it; nobody else's."""
+        job = self._jobs.get(job_id)
+        return job if job is not None and job.user_id == user_id else None
+
+    def watch(self, job_id: str, status: Status) -> None:
+        if (job := self._jobs.get(job_id)) is not None:
+            job.status = status
+
+    async def done(self, req: Request, done: Sequence[Drawn]) -> None:
+        """The request was answered: for a drawing the page asked for, the result's id, which is also its
+        place in the page's list (the buttons table, as if it had been shown in the user's chat)."""
+        result = ""
+        if req.deliver == "app" and not req.preview and done:
+            d = done[0]
+            result = await self.buttons.id_for(ShownResult(req.user_id, d.sha256, d.style, req.settings,
+                                                           d.source.spoiler))
+        if (job := self._jobs.get(req.job_id)) is not None:
+            job.result = result
+
+    def failed(self, job_id: str, sentence: str) -> None:
+        if (job := self._jobs.get(job_id)) is not None and job.error is None:
+            job.error = sentence
+
+    def ended(self, job_id: str) -> None:
+        """The runner is done with it; a job that got neither a result nor a sentence is said to have failed."""
+        if (job := self._jobs.get(job_id)) is None:
+            return
+        job.status = None
+        job.ended_at = time.monotonic()
+        if job.result is None and job.error is None:
+            job.error = t(job.lang, "internal")
