@@ -19,9 +19,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 from testkit.fake_telegram import TOKEN, FakeTelegram
+from testkit.redis_server import free_port
 from testkit.wait import WaitTimeout, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,6 +64,7 @@ def main() -> int:
     ap.add_argument("--dockerfile", type=Path, default=REPO / "Dockerfile")
     args = ap.parse_args()
     image_env, command, health = image_settings(args.dockerfile)
+    port = free_port()
     with tempfile.TemporaryDirectory() as data, tempfile.TemporaryDirectory() as baked, FakeTelegram() as fake:
         env = {key: value.replace("$PATH", os.environ["PATH"]) for key, value in image_env.items()}
         env.update({
@@ -72,6 +75,9 @@ def main() -> int:
             "TELEGRAM_API_BASE_URL": fake.base_url,
             "TELEGRAM_API_FILE_URL": fake.file_url,
             "HOME": data,
+            # the Mini App's page, which must be in the installed package (package data), not only the checkout
+            "ANIMEBOT_METRICS_PORT": str(port),
+            "ANIMEBOT_WEBAPP_URL": "https://smoke.example/app",
         })
         print(f"image command: {' '.join(command)}; healthcheck: {' '.join(health)}")
         log = Path(data) / "bot.log"
@@ -88,6 +94,12 @@ def main() -> int:
             msg = fake.photo_message(chat, user, photo)
             fake.wait_for(lambda: [c for c in fake.replies_to(msg) if c.method == "sendPhoto"], 300)
             print("a photo was answered")
+            for path in ("/app", "/app/static/app.js", "/app/static/app.css"):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as page:
+                    if page.status != 200 or not page.read():
+                        print(f"GET {path}: {page.status}", file=sys.stderr)
+                        return 1
+            print("the Mini App's page is served")
             try:
                 wait_for(lambda: subprocess.run(health, env=env, capture_output=True).returncode == 0, 60,
                          "healthcheck passed", interval=2)

@@ -70,6 +70,7 @@ LONG_MODULES = frozenset({
     "test_openvino.py",  # compiles OpenVINO models
     "test_prune.py",  # distils a lite generator
     "test_quantize.py",  # quantizes and compiles a generator
+    "test_webapp_page.py",  # Chromium on a bot that test_webapp.py's fixture starts
 })
 # Single tests like them elsewhere, as file::name.
 LONG_TESTS = frozenset({

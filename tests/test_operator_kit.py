@@ -33,6 +33,7 @@ from inference.pipeline import ConvertSettings, Converted
 from tests.conftest import synthetic_photo
 from testkit.bot_harness import RunningBot, private_chat, start_bot
 from testkit.fake_telegram import TOKEN, FakeTelegram
+from testkit.browser import chromium
 from testkit.flower import RunningFlower, start_flower
 from testkit.journal import journal_rows, settled
 from testkit.prometheus import start_prometheus
@@ -188,18 +189,8 @@ def test_flower_shows_each_photo_s_result_as_a_summary_not_the_drawing_s_bytes(c
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Chromium, headless, driven by Playwright: the system's browser (Playwright's download is not
-    needed)."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 def test_flower_s_pages_show_both_workers_online_and_each_photo_s_task(cluster: Cluster, browser: Any) -> None:

@@ -1,0 +1,537 @@
+/* The Mini App: the user's results, a before/after divider, a strength slider previewed on the phone,
+   their photo in every style. Plain JS, no library; the API is bot/webapp/api.py (docs/webapp.md). */
+"use strict";
+
+// Telegram's object, only when the page runs inside Telegram (its script defines it everywhere, empty outside).
+const tg = window.Telegram && window.Telegram.WebApp && window.Telegram.WebApp.initData
+  ? window.Telegram.WebApp : null;
+// Telegram opens the page with its data in the address's fragment; its script, when it loads, reads the same.
+const launch = new URLSearchParams(location.hash.slice(1));
+const initData = (tg && tg.initData) || launch.get("tgWebAppData") || "";
+
+const TEXT = {
+  en: {
+    title: "Your drawings", styles: "Styles", photo: "Photo", anime: "Anime", strength: "Strength",
+    keep_colours: "Keep colours", keep: "Keep {s}%", send: "Send to chat", sticker: "Send as sticker",
+    open_styles: "Other styles", more: "More", back: "Back",
+    empty: "Send me a photo in the chat; your drawings will show up here.",
+    unsigned: "Open this page from the bot's chat in Telegram.",
+    too_many: "Too many requests; wait a few seconds.", offline: "No connection to the bot; try again.",
+    failed: "Something went wrong; try again.", queued: "In queue: {n} ahead of yours…",
+    queued_next: "In queue: yours is next…", drawing: "Drawing…", sent: "Sent to the chat.",
+    preview_upto: "The preview shows up to {s}% here; Keep draws it.",
+    preview_colours: "Keep draws it with the other colours; the preview cannot show them for this drawing.",
+    no_photo: "The photo is no longer available, so there is nothing to compare with.",
+    styles_hint: "Your photo in every style. Tap one to draw it at full size.",
+    styles_drawing: "Drawing the other styles…",
+  },
+  zh: {
+    title: "你的作品", styles: "画风", photo: "原图", anime: "动漫", strength: "强度",
+    keep_colours: "保留颜色", keep: "保存 {s}%", send: "发送到聊天", sticker: "做成贴纸",
+    open_styles: "其他画风", more: "更多", back: "返回",
+    empty: "在聊天中发一张照片给我，作品会显示在这里。",
+    unsigned: "请在 Telegram 中从机器人的聊天里打开此页面。",
+    too_many: "请求太多了，请等几秒。", offline: "连不上机器人，请再试一次。",
+    failed: "出了点问题，请再试一次。", queued: "排队中：前面还有 {n} 张…",
+    queued_next: "排队中：下一张就是你的…", drawing: "正在绘制…", sent: "已发送到聊天。",
+    preview_upto: "这里的预览最多到 {s}%；保存后会按所选强度绘制。",
+    preview_colours: "保存后会按所选颜色绘制；这张作品无法预览这种颜色。",
+    no_photo: "原图已不可用，无法对比。",
+    styles_hint: "你的照片的每种画风。点一种即可绘制原尺寸。",
+    styles_drawing: "正在绘制其他画风…",
+  },
+};
+
+const $ = (id) => document.getElementById(id);
+const state = { lang: "en", results: [], more: false, current: null, view: "list", busy: false };
+
+function userLanguage() {
+  try {
+    const user = tg ? tg.initDataUnsafe.user : JSON.parse(new URLSearchParams(initData).get("user") || "{}");
+    return user && user.language_code && user.language_code.startsWith("zh") ? "zh" : "en";
+  } catch (e) {
+    return "en";
+  }
+}
+
+function T(key, values) {
+  const text = (TEXT[state.lang] || TEXT.en)[key] || TEXT.en[key] || key;
+  return text.replace(/\{(\w+)\}/g, (_, name) => String(values && values[name]));
+}
+
+/* --- Telegram's theme ------------------------------------------------------------------------ */
+
+function applyTheme() {
+  let params = tg ? tg.themeParams : null;
+  if (!params) {
+    try { params = JSON.parse(launch.get("tgWebAppThemeParams") || "null"); } catch (e) { params = null; }
+  }
+  const root = document.documentElement;
+  const names = { bg_color: "--bg", text_color: "--text", hint_color: "--hint", link_color: "--link",
+                  button_color: "--button", button_text_color: "--button-text",
+                  secondary_bg_color: "--second-bg", destructive_text_color: "--danger" };
+  for (const [key, variable] of Object.entries(names)) {
+    if (params && /^#[0-9a-f]{3,8}$/i.test(params[key] || "")) root.style.setProperty(variable, params[key]);
+  }
+  // Dark or light: Telegram says so; else the background's lightness; else the system's preference.
+  let dark = tg ? tg.colorScheme === "dark" : null;
+  if (dark === null && params && params.bg_color) dark = lightness(params.bg_color) < 0.5;
+  if (dark === null) dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
+  root.classList.toggle("dark", Boolean(dark));
+}
+
+function lightness(hex) {
+  const v = hex.length === 4 ? hex.slice(1).split("").map((c) => parseInt(c + c, 16))
+    : [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  return (0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]) / 255;
+}
+
+/* --- talking to the bot -------------------------------------------------------------------- */
+
+class Said extends Error {}  // an error whose message is the sentence to show
+
+async function api(path, body) {
+  let response;
+  try {
+    response = await fetch(path, {
+      method: body === undefined ? "GET" : "POST",
+      headers: Object.assign({ Authorization: "tma " + initData },
+                             body === undefined ? {} : { "Content-Type": "application/json" }),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new Said(T("offline"));
+  }
+  if (response.status === 401) throw new Said(T("unsigned"));
+  if (response.status === 429) throw new Said(T("too_many"));
+  let data = null;
+  try { data = await response.json(); } catch (e) { data = null; }
+  if (!response.ok) throw new Said((data && data.error) || T("failed"));
+  return data;
+}
+
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+// A drawing or sending the bot took on: follow it until it ends, saying where it is meanwhile.
+async function finished(job, say) {
+  for (;;) {
+    const st = await api("/app/api/jobs/" + encodeURIComponent(job));
+    if (st.state === "done") return st;
+    if (st.state === "failed") throw new Said(st.error || T("failed"));
+    say(st.state === "drawing" ? T("drawing") : st.ahead ? T("queued", { n: st.ahead }) : T("queued_next"));
+    await sleep(1000);
+  }
+}
+
+function showError(error) {
+  const box = $("error");
+  box.textContent = error instanceof Said ? error.message : T("failed");
+  box.hidden = false;
+  if (!(error instanceof Said)) console.error(error);
+}
+
+function clearError() { $("error").hidden = true; }
+
+/* --- views ------------------------------------------------------------------------------------ */
+
+function show(view) {
+  state.view = view;
+  for (const name of ["list", "viewer", "styles"]) $(name).hidden = name !== view;
+  $("title").textContent = view === "styles" ? T("styles") : view === "viewer" && state.current
+    ? state.current.style_name : T("title");
+  const back = view !== "list";
+  if (tg && tg.BackButton) back ? tg.BackButton.show() : tg.BackButton.hide();
+  $("back").hidden = !back || Boolean(tg && tg.BackButton);
+  updateButtons();
+}
+
+function goBack() {
+  clearError();
+  if (state.view === "styles") show("viewer");
+  else if (state.view === "viewer") { show("list"); loadList(0); }
+}
+
+async function loadList(offset) {
+  try {
+    const page = await api("/app/api/results?offset=" + offset);
+    state.lang = page.lang || state.lang;
+    translate();
+    state.results = offset ? state.results.concat(page.results) : page.results;
+    state.more = page.more;
+    drawList();
+  } catch (e) {
+    showError(e);
+  }
+}
+
+function drawList() {
+  const grid = $("grid");
+  grid.replaceChildren(...state.results.map((r) => {
+    const tile = document.createElement("button");
+    tile.className = "result";
+    tile.dataset.id = r.id;
+    tile.setAttribute("aria-label", `${r.style_name} ${r.strength}%`);
+    const img = document.createElement("img");
+    img.src = r.image;
+    img.alt = "";
+    img.loading = "lazy";
+    const label = document.createElement("span");
+    label.textContent = r.strength === 100 ? r.style_name : `${r.style_name} · ${r.strength}%`;
+    tile.append(img, label);
+    tile.addEventListener("click", () => openResult(r));
+    return tile;
+  }));
+  $("empty").hidden = state.results.length > 0;
+  $("more").hidden = !state.more;
+}
+
+function translate() {
+  document.documentElement.lang = state.lang === "zh" ? "zh-CN" : "en";
+  const words = { "tag-photo": "photo", "tag-anime": "anime", "strength-label": "strength",
+                  "keep-colours-label": "keep_colours", send: "send", "send-sticker": "sticker",
+                  "open-styles": "open_styles", more: "more", empty: "empty", "styles-hint": "styles_hint" };
+  for (const [id, key] of Object.entries(words)) $(id).textContent = T(key);
+  $("back").setAttribute("aria-label", T("back"));
+  $("divider").setAttribute("aria-label", T("photo") + " / " + T("anime"));
+  if (state.view === "list") $("title").textContent = T("title");
+}
+
+/* --- the viewer: before and after, strength and colours ----------------------------------------- */
+
+async function openResult(result) {
+  clearError();
+  state.current = result;
+  state.pixels = null;
+  $("strength").value = result.strength;
+  $("keep-colours").checked = result.keep_colours;
+  $("status").textContent = "";
+  $("hint").hidden = true;
+  const canvas = $("after");
+  canvas.width = result.width;
+  canvas.height = result.height;
+  show("viewer");
+  const [drawing, photo, base] = await Promise.all([result.image, result.photo, result.base].map(load));
+  if (state.current !== result) return;  // another result was opened meanwhile
+  if (!drawing) { showError(new Said(T("failed"))); return; }
+  canvas.getContext("2d").drawImage(drawing, 0, 0, result.width, result.height);
+  $("before").src = photo ? photo.src : "";
+  $("before").hidden = $("divider").hidden = $("tag-photo").hidden = !photo;
+  $("strength").disabled = $("keep-colours").disabled = !photo;
+  if (!photo) { $("hint").textContent = T("no_photo"); $("hint").hidden = false; return; }
+  // Oklab once per opened result; a slider move only mixes numbers.
+  state.pixels = { photo: oklab(pixelsOf(photo, result)), drawn: oklab(pixelsOf(base || drawing, result)),
+                   exact: Boolean(base) };
+  preview();
+}
+
+function load(url) {
+  if (!url) return Promise.resolve(null);
+  const img = new Image();
+  img.src = url;
+  return img.decode().then(() => img, () => null);
+}
+
+function pixelsOf(img, result) {
+  const canvas = document.createElement("canvas");
+  canvas.width = result.width;
+  canvas.height = result.height;
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  ctx.drawImage(img, 0, 0, result.width, result.height);
+  return ctx.getImageData(0, 0, result.width, result.height).data;
+}
+
+let previewQueued = false;
+function schedulePreview() {
+  $("strength-value").textContent = $("strength").value + "%";
+  updateButtons();
+  if (!previewQueued) { previewQueued = true; requestAnimationFrame(() => { previewQueued = false; preview(); }); }
+}
+
+/* What Keep would draw, drawn here: the server's own maths (inference/colour.py). With the full-strength
+   drawing ("base") every strength and both colour choices are exact. Without it, the drawing at its own
+   strength s0 is a blend already, and blending it again by s/s0 is exact for any s up to s0. */
+function preview() {
+  const r = state.current;
+  const px = state.pixels;
+  $("strength-value").textContent = $("strength").value + "%";
+  if (!r || !px) return;
+  const s = Number($("strength").value) / 100;
+  const colours = $("keep-colours").checked;
+  let t = s;
+  let hint = "";
+  if (!px.exact) {
+    const s0 = r.strength / 100;
+    if (colours !== r.keep_colours) hint = T("preview_colours");
+    else if (s > s0) hint = T("preview_upto", { s: r.strength });
+    t = s0 > 0 ? Math.min(1, s / s0) : 1;
+  }
+  $("hint").textContent = hint;
+  $("hint").hidden = !hint;
+  if (px.exact && colours && !px.kept) px.kept = keptColours(px.photo, px.drawn);
+  const canvas = $("after");
+  const image = canvas.getContext("2d").createImageData(r.width, r.height);
+  mix(px.photo, px.exact && colours ? px.kept : px.drawn, t, image.data);
+  canvas.getContext("2d").putImageData(image, 0, 0);
+}
+
+/* --- Oklab, as inference/colour.py computes it --------------------------------------------------- */
+
+const RGB_TO_LMS = [[0.4122214708, 0.5363325363, 0.0514459929], [0.2119034982, 0.6806995451, 0.1073969566],
+                    [0.0883024619, 0.2817188376, 0.6299787005]];
+const LMS_TO_LAB = [[0.2104542553, 0.7936177850, -0.0040720468], [1.9779984951, -2.4285922050, 0.4505937099],
+                    [0.0259040371, 0.7827717662, -0.8086757660]];
+const LAB_TO_LMS = invert(LMS_TO_LAB);
+const LMS_TO_RGB = invert(RGB_TO_LMS);
+const TO_LINEAR = Float32Array.from({ length: 256 }, (_, i) => {
+  const c = i / 255;
+  return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+});
+const GAMMA_STEPS = 8192;  // linear light to sRGB by table: fine enough that no byte comes out differently
+const TO_SRGB = Uint8ClampedArray.from({ length: GAMMA_STEPS + 1 }, (_, i) => {
+  const l = i / GAMMA_STEPS;
+  return Math.round(255 * (l <= 0.0031308 ? 12.92 * l : 1.055 * l ** (1 / 2.4) - 0.055));
+});
+
+function invert(m) {
+  const [[a, b, c], [d, e, f], [g, h, i]] = m;
+  const det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g);
+  return [[(e * i - f * h) / det, (c * h - b * i) / det, (b * f - c * e) / det],
+          [(f * g - d * i) / det, (a * i - c * g) / det, (c * d - a * f) / det],
+          [(d * h - e * g) / det, (b * g - a * h) / det, (a * e - b * d) / det]];
+}
+
+function oklab(rgba) {
+  const n = rgba.length / 4;
+  const lab = new Float32Array(n * 3);
+  const [m, k] = [RGB_TO_LMS, LMS_TO_LAB];
+  for (let p = 0; p < n; p++) {
+    const r = TO_LINEAR[rgba[4 * p]], g = TO_LINEAR[rgba[4 * p + 1]], b = TO_LINEAR[rgba[4 * p + 2]];
+    const l = Math.cbrt(m[0][0] * r + m[0][1] * g + m[0][2] * b);
+    const mm = Math.cbrt(m[1][0] * r + m[1][1] * g + m[1][2] * b);
+    const s = Math.cbrt(m[2][0] * r + m[2][1] * g + m[2][2] * b);
+    lab[3 * p] = k[0][0] * l + k[0][1] * mm + k[0][2] * s;
+    lab[3 * p + 1] = k[1][0] * l + k[1][1] * mm + k[1][2] * s;
+    lab[3 * p + 2] = k[2][0] * l + k[2][1] * mm + k[2][2] * s;
+  }
+  return lab;
+}
+
+/* Keep colours: the drawing's lightness with the photo's colours, made a picture (in sRGB, out-of-gamut
+   colours clipped) before it is blended, as the server makes it. */
+function keptColours(photo, drawn) {
+  const lab = Float32Array.from(photo);
+  for (let p = 0; p < lab.length; p += 3) lab[p] = drawn[p];
+  const rgba = new Uint8ClampedArray(lab.length / 3 * 4);
+  mix(lab, lab, 1, rgba);
+  return oklab(rgba);
+}
+
+/* Photo towards drawing by t in OkLCh (lightness and chroma straight, hue the shorter way round), written
+   into out as RGBA. */
+function mix(photo, drawn, t, out) {
+  const [q, m] = [LAB_TO_LMS, LMS_TO_RGB];
+  const n = photo.length / 3;
+  for (let p = 0; p < n; p++) {
+    const Lp = photo[3 * p], ap = photo[3 * p + 1], bp = photo[3 * p + 2];
+    const La = drawn[3 * p], aa = drawn[3 * p + 1], ba = drawn[3 * p + 2];
+    let L = La, A = aa, B = ba;
+    if (t <= 0) { L = Lp; A = ap; B = bp; } else if (t < 1) {
+      const cp = Math.hypot(ap, bp), ca = Math.hypot(aa, ba);
+      const hp = Math.atan2(bp, ap), ha = Math.atan2(ba, aa);
+      let dh = (ha - hp + Math.PI) % (2 * Math.PI);
+      if (dh < 0) dh += 2 * Math.PI;  // Python's % is floored; JavaScript's keeps the sign
+      const hue = hp + t * (dh - Math.PI);
+      const chroma = cp + t * (ca - cp);
+      L = Lp + t * (La - Lp);
+      A = chroma * Math.cos(hue);
+      B = chroma * Math.sin(hue);
+    }
+    const l = (q[0][0] * L + q[0][1] * A + q[0][2] * B) ** 3;
+    const mm = (q[1][0] * L + q[1][1] * A + q[1][2] * B) ** 3;
+    const s = (q[2][0] * L + q[2][1] * A + q[2][2] * B) ** 3;
+    for (let c = 0; c < 3; c++) {
+      const linear = Math.min(1, Math.max(0, m[c][0] * l + m[c][1] * mm + m[c][2] * s));
+      out[4 * p + c] = TO_SRGB[Math.round(linear * GAMMA_STEPS)];
+    }
+    out[4 * p + 3] = 255;
+  }
+}
+
+/* --- the divider -------------------------------------------------------------------------------- */
+
+function setSplit(percent) {
+  const split = Math.max(0, Math.min(100, percent));
+  $("compare").style.setProperty("--split", split + "%");
+  $("divider").setAttribute("aria-valuenow", String(Math.round(split)));
+}
+
+function followDivider() {
+  const area = $("compare");
+  let dragging = false;
+  const moveTo = (event) => {
+    const box = area.getBoundingClientRect();
+    setSplit(((event.clientX - box.left) / box.width) * 100);
+  };
+  area.addEventListener("pointerdown", (event) => {
+    if ($("divider").hidden) return;
+    dragging = true;
+    area.setPointerCapture(event.pointerId);
+    moveTo(event);
+  });
+  area.addEventListener("pointermove", (event) => { if (dragging) moveTo(event); });
+  const stop = () => { dragging = false; };
+  area.addEventListener("pointerup", stop);
+  area.addEventListener("pointercancel", stop);
+  $("divider").addEventListener("keydown", (event) => {
+    const now = Number($("divider").getAttribute("aria-valuenow") || 50);
+    const step = { ArrowLeft: -5, ArrowRight: 5, Home: -100, End: 100 }[event.key];
+    if (step !== undefined) { setSplit(now + step); event.preventDefault(); }
+  });
+}
+
+/* --- keeping, sending, styles ------------------------------------------------------------------ */
+
+function changed() {
+  const r = state.current;
+  return Boolean(r) && (Number($("strength").value) !== r.strength || $("keep-colours").checked !== r.keep_colours);
+}
+
+// One main action: Keep when the strength or colours moved, else Send to chat; Telegram's main button when
+// there is one, the page's own buttons otherwise.
+function updateButtons() {
+  const viewing = state.view === "viewer" && state.current;
+  const keeping = viewing && changed();
+  const label = keeping ? T("keep", { s: $("strength").value }) : T("send");
+  $("keep").textContent = label;
+  const main = tg && tg.MainButton;
+  if (main) {
+    if (viewing) {
+      main.setParams({ text: label, is_active: !state.busy, is_visible: true });
+    } else {
+      main.hide();
+    }
+  }
+  $("keep").hidden = !keeping || Boolean(main);
+  $("send").hidden = keeping || !viewing || Boolean(main);
+  for (const id of ["keep", "send", "send-sticker", "open-styles"]) $(id).disabled = state.busy;
+}
+
+async function busy(work) {
+  if (state.busy) return;
+  state.busy = true;
+  clearError();
+  updateButtons();
+  try {
+    await work((text) => { $("status").textContent = text; });
+  } catch (e) {
+    $("status").textContent = "";
+    showError(e);
+  } finally {
+    state.busy = false;
+    updateButtons();
+  }
+}
+
+function keep(style) {
+  const r = state.current;
+  return busy(async (say) => {
+    const body = { id: r.id, style: style || r.style, strength: Number($("strength").value),
+                   keep_colours: $("keep-colours").checked };
+    const done = await finished((await api("/app/api/draw", body)).job, say);
+    say("");
+    if (done.result) await openResult(done.result);
+  });
+}
+
+function send(as) {
+  const r = state.current;
+  return busy(async (say) => {
+    await finished((await api(`/app/api/results/${r.id}/send`, { as })).job, say);
+    say(T("sent"));
+  });
+}
+
+async function openStyles() {
+  const r = state.current;
+  clearError();
+  show("styles");
+  const path = `/app/api/results/${r.id}/styles`;
+  try {
+    let tiles = (await api(path)).styles;
+    drawStyles(tiles, r);
+    if (tiles.some((tile) => !tile.image)) {
+      $("styles-hint").textContent = T("styles_drawing");
+      await finished((await api(path, {})).job, () => {});
+      if (state.view !== "styles" || state.current !== r) return;
+      tiles = (await api(path)).styles;
+      drawStyles(tiles, r);
+    }
+  } catch (e) {
+    showError(e);
+  }
+  $("styles-hint").textContent = T("styles_hint");
+}
+
+function drawStyles(tiles, result) {
+  $("style-grid").replaceChildren(...tiles.map((tile) => {
+    const button = document.createElement("button");
+    button.className = "style-tile" + (tile.image ? "" : " empty") + (tile.name === result.style ? " current" : "");
+    button.dataset.style = tile.name;
+    if (tile.image) {
+      const img = document.createElement("img");
+      img.src = tile.image;
+      img.alt = "";
+      button.append(img);
+    }
+    const name = document.createElement("span");
+    name.textContent = tile.title;
+    button.append(name);
+    button.addEventListener("click", () => { show("viewer"); keep(tile.name); });
+    return button;
+  }));
+}
+
+/* --- start ------------------------------------------------------------------------------------- */
+
+function mainAction() {
+  if (state.view !== "viewer" || state.busy) return;
+  changed() ? keep() : send("photo");
+}
+
+async function start() {
+  state.lang = userLanguage();
+  applyTheme();
+  translate();
+  if (tg) {
+    tg.ready();
+    tg.expand();
+    tg.onEvent("themeChanged", applyTheme);
+    if (tg.MainButton) tg.MainButton.onClick(mainAction);
+    if (tg.BackButton) tg.BackButton.onClick(goBack);
+  }
+  followDivider();
+  $("strength").addEventListener("input", schedulePreview);
+  $("keep-colours").addEventListener("change", schedulePreview);
+  $("keep").addEventListener("click", () => keep());
+  $("send").addEventListener("click", () => send("photo"));
+  $("send-sticker").addEventListener("click", () => send("sticker"));
+  $("open-styles").addEventListener("click", openStyles);
+  $("back").addEventListener("click", goBack);
+  $("more").addEventListener("click", () => loadList(state.results.length));
+  show("list");
+  if (!initData) { showError(new Said(T("unsigned"))); return; }
+  const wanted = new URLSearchParams(location.search).get("r") || launch.get("r");
+  if (wanted) {
+    try {
+      const found = await api("/app/api/results/" + encodeURIComponent(wanted));
+      await openResult(found.result);
+      loadList(0);
+      return;
+    } catch (e) {
+      showError(e);
+    }
+  }
+  await loadList(0);
+}
+
+start();
