@@ -246,7 +246,8 @@ def test_styles_are_tiles_of_the_users_photo_and_a_result_goes_to_the_chat_or_in
 
     sent_before = len(app.fake.calls_to("sendPhoto", uid))
     send = app.post(f"/app/api/results/{result['id']}/send", uid, {"as": "photo"})
-    assert app.finished(send.json()["job"], uid) == {"state": "done", "ahead": None, "result": None, "error": None}
+    assert app.finished(send.json()["job"], uid) == {"state": "done", "ahead": None, "result": None, "error": None,
+                                                     "stalled": False}
     (again,) = app.fake.calls_to("sendPhoto", uid)[sent_before:]
     assert again.params["photo"] == answer.result["photo"][-1]["file_id"]  # by reference: no upload
     sticker = app.post(f"/app/api/results/{result['id']}/send", uid, {"as": "sticker"})
@@ -268,6 +269,10 @@ def test_bad_requests_get_one_sentence_a_spent_quota_its_own_and_a_flood_429(app
     assert app.post("/app/api/draw", uid, raw=b"{not json").status == 400
     assert app.post("/app/api/draw", uid, raw=b"{" + b" " * 5000 + b"}").status == 413
     assert app.get("/app/api/jobs/app-nosuchjob", uid).status == 404
+    assert call(app.base, "/app/api/results", "x" * 9000).status in (400, 431)  # past aiohttp's header limit
+    logged = app.bot.log()
+    assert "refused a malformed HTTP request (LineTooLong)" in logged and "x" * 64 not in logged
+    assert "Traceback" not in logged
     assert app.get("/app/api/results?offset=-1", uid).status == 400
 
     for strength in range(10, 10 * QUOTA, 10):  # the photo was one of the quota; these are the rest
@@ -278,7 +283,9 @@ def test_bad_requests_get_one_sentence_a_spent_quota_its_own_and_a_flood_429(app
     over = app.post("/app/api/draw", uid, {"id": result["id"], "style": "tiny", "strength": 5, "keep_colours": True})
     refused = app.finished(over.json()["job"], uid)
     assert refused["state"] == "failed" and "today" in refused["error"], refused
-    assert len(app.fake.messages_to(uid)) == chat_before  # said on the page, not in the chat
+    sticker = app.post(f"/app/api/results/{result['id']}/send", uid, {"as": "sticker"})  # bound for the chat...
+    assert "today" in app.finished(sticker.json()["job"], uid)["error"]
+    assert len(app.fake.messages_to(uid)) == chat_before  # ...but refused on the page: nothing in the chat
 
     flood = [app.get("/app/api/results", 6602).status for _ in range(130)]
     assert flood.count(429) >= 10 and flood[0] == 200

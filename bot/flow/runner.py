@@ -32,7 +32,7 @@ from bot.flow.results import Fetched, Results
 from bot.flow.running import RunningJob, RunningJobs
 from bot.service import metrics
 from bot.styles import Styles
-from bot.webapp.jobs import AppJobs
+from bot.webapp.jobs import AppJobs, page_sentence
 from storage.cache import Cache
 from storage.journal import Journal
 
@@ -86,10 +86,10 @@ class JobRunner:
         return self._stopping
 
     async def _refuse(self, req: Request, refusal: Refusal) -> None:
-        self.desk.failed(req.job_id, t(req.lang, refusal.code, **refusal.values))
+        self.desk.failed(req.job_id, page_sentence(req.lang, refusal.code, refusal.values))
         self.desk.ended(req.job_id)
-        if req.deliver != "chat":
-            return  # the page says it
+        if req.deliver != "chat" or self.desk.tracks(req.job_id):
+            return  # the page asked, and says it
         if req.preview and not req.units:
             await self.replies.style_menu(req)  # the sample's previews cannot be drawn now: the menu as text
         else:
@@ -172,11 +172,11 @@ class JobRunner:
                 await self.cache.set_last_photo(req.user_id, stills[-1].sha256, stills[-1].source.spoiler)
             if req.preview:
                 drawn = min(drawn, req.units)  # a preview is one photo of the quota, the sample's none
+            if failed:
+                self.desk.failed(req.job_id, failed[0].text(req.lang))
             if req.deliver != "chat":
                 sent = []
                 await self.desk.done(req, done)
-                if failed:
-                    self.desk.failed(req.job_id, failed[0].text(req.lang))
             elif req.preview:
                 sent = await self.sheets.send(req, sheet, done, failed, fetched)
             else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 LINE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -46,6 +48,19 @@ def quiet_libraries() -> None:
     # at ERROR and re-raises; bot/chat/retry.py then waits on, with one line naming
     # the job, so the limiter's own give-up is noise.
     logging.getLogger("telegram.ext.AIORateLimiter").addFilter(_below_error)  # once, however often called
+    logging.getLogger("aiohttp.server").addFilter(_malformed_request)
+
+
+def _malformed_request(record: logging.LogRecord) -> bool:
+    """aiohttp logs a client's malformed request (a header over 8 KB, say) as an ERROR with a traceback
+    and the bytes it got, which can hold a Mini App user's name: it is the client's fault, so one line,
+    without them."""
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, HttpProcessingError):
+        record.msg, record.args = "refused a malformed HTTP request (%s)", (type(error).__name__,)
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True
 
 
 def _below_error(record: logging.LogRecord) -> bool:

@@ -25,10 +25,16 @@ from typing import Any
 from aiohttp import web
 
 from bot.service import metrics
+from inference.errors import AnimebotError
 from bot.updates.intake import Intake
 from bot.webapp.api import WebApp
 
 log = logging.getLogger("animebot.webhook")
+
+
+class ListenError(AnimebotError):
+    code = "listen"
+
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_UPDATE_BYTES = 1 << 20  # an update is JSON of a few KB; files are fetched separately
@@ -57,7 +63,12 @@ class WebhookServer:
 
     async def start(self) -> None:
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        try:
+            await web.TCPSite(self._runner, self.host, self.port).start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise ListenError(f"cannot listen on {self.host}:{self.port} ({exc.strerror}); is another program, or "
+                              "another bot, using that port?") from None
         if self.path is not None:
             log.info("webhook listening on %s:%d%s", self.host, self.port, self.path)
         else:

@@ -287,7 +287,10 @@ class WebApp:
         if job.result:
             shown, found = await self._find(user.id, job.result, lang)
             result = await self._json(user.id, job.result, shown, found, time.time(), lang)
-        return _json({"state": job.state, "ahead": _ahead(job), "result": result, "error": job.error})
+        # Waiting on workers that are down (or a broker that is): the page says so rather than "next"
+        stalled = job.ended_at is None and not self.st.runner.pool.healthy()[0]
+        return _json({"state": job.state, "ahead": _ahead(job), "result": result, "error": job.error,
+                      "stalled": stalled})
 
     async def _job_from_journal(self, job_id: str, user_id: int, lang: str) -> dict[str, Any]:
         journal = self.st.runner.journal
@@ -297,19 +300,20 @@ class WebApp:
         except StoredRequestError:
             req = None
         if req is None or req.user_id != user_id:
-            raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
+            raise _error(web.HTTPNotFound, t(lang, "webapp_no_job"))
         state = await journal.job_state(job_id)
         if state in ("queued", "running"):
-            return {"state": "queued" if state == "queued" else "drawing", "ahead": None, "result": None, "error": None}
+            return {"state": "queued" if state == "queued" else "drawing", "ahead": None, "result": None, "error": None,
+                    "stalled": not self.st.runner.pool.healthy()[0]}
         if state != "done":
-            return {"state": "failed", "ahead": None, "result": None, "error": t(lang, "internal")}
+            return {"state": "failed", "ahead": None, "result": None, "error": t(lang, "internal"), "stalled": False}
         result = None
         if req.deliver == "app" and not req.preview:
             shown = ShownResult(user_id, req.sources[0].sha256 or "", req.style, req.settings, req.sources[0].spoiler)
             rid = await self.st.buttons.id_for(shown)
             if found := await self.st.cache.peek([self._key(shown)]):
                 result = await self._json(user_id, rid, shown, next(iter(found.values())), time.time(), lang)
-        return {"state": "done", "ahead": None, "result": result, "error": None}
+        return {"state": "done", "ahead": None, "result": result, "error": None, "stalled": False}
 
     # --- pictures -----------------------------------------------------------------------
 

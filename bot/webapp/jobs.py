@@ -12,13 +12,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.chat.i18n import t
+from bot.chat.i18n import TEXTS, t
 from bot.chat.replies import Drawn
 from bot.chat.status import Status
 from bot.flow.requests import Request
 from storage.buttons import ResultButtons, ShownResult
 
 KEEP_S = 900.0  # an ended job is asked about for seconds; kept a quarter of an hour, then forgotten
+
+
+def page_sentence(lang: str, code: str, values: dict[str, object]) -> str:
+    """Why a request was refused, as the page says it: in the page's words where the chat's would not fit
+    (nobody "sent a photo" by pressing Keep)."""
+    return t(lang, f"webapp_{code}" if f"webapp_{code}" in TEXTS["en"] else code, **values)
 
 
 @dataclass
@@ -53,6 +59,10 @@ class AppJobs:
         for old in [k for k, job in self._jobs.items() if job.ended_at is not None and now - job.ended_at > KEEP_S]:
             del self._jobs[old]
         self._jobs[job_id] = AppJob(user_id, lang)
+
+    def tracks(self, job_id: str) -> bool:
+        """Whether the page started this job (and so says its refusal: not the chat)."""
+        return job_id in self._jobs
 
     def get(self, job_id: str, user_id: int) -> AppJob | None:
         """The job, if ``user_id`` started it; nobody else's."""
