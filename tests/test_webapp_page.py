@@ -89,6 +89,15 @@ def test_the_page_compares_previews_a_strength_and_keeps_it(app: App, browser: A
         page.screenshot(path=str(tmp_path / "viewer-40.png"))
 
         expect(page.locator("#keep")).to_have_text("Keep 40%")
+        refused = []  # the bot's proxy answers 502 twice while the drawing is followed (a restart, say)
+
+        def restarting(route: Any) -> None:
+            if len(refused) < 2:
+                refused.append(route.request.url)
+                route.fulfill(status=502, body="Bad Gateway")
+            else:
+                route.continue_()
+        page.route("**/app/api/jobs/**", restarting)
         page.locator("#keep").click()
         expect(page.locator("#strength")).to_have_value("40", timeout=60_000)
         page.wait_for_function("() => !document.getElementById('keep').disabled")
@@ -96,6 +105,8 @@ def test_the_page_compares_previews_a_strength_and_keeps_it(app: App, browser: A
         assert kept["strength"] == 40 and kept["id"] != result["id"]
         drawn = np.asarray(app.picture(kept["image"]), float)
         assert np.abs(drawn - preview).mean() < 4, "what was kept is what the page showed"
+        assert len(refused) == 2  # and the page asked again, and got there
+        expect(page.locator("#status")).to_have_text("Kept: drawn at 40%.")
         expect(page.locator("#send")).to_be_visible()  # nothing changed since: the main action sends it
         page.screenshot(path=str(tmp_path / "kept.png"))
 

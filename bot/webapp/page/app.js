@@ -2,12 +2,25 @@
    their photo in every style. Plain JS, no library; the API is bot/webapp/api.py (docs/webapp.md). */
 "use strict";
 
-// Telegram's object, only when the page runs inside Telegram (its script defines it everywhere, empty outside).
-const tg = window.Telegram && window.Telegram.WebApp && window.Telegram.WebApp.initData
-  ? window.Telegram.WebApp : null;
+const SCRIPT_WAIT_MS = 1500;
+const UNREACHABLE_TRIES = 150;  // two seconds apart: five minutes of a bot restarting before the page gives up  // Telegram's script, loading beside the page: waited for this long at most
+let tg = null;  // Telegram's object, once its script has loaded inside Telegram (outside, it is empty)
 // Telegram opens the page with its data in the address's fragment; its script, when it loads, reads the same.
 const launch = new URLSearchParams(location.hash.slice(1));
-const initData = (tg && tg.initData) || launch.get("tgWebAppData") || "";
+let initData = launch.get("tgWebAppData") || "";
+
+// The script is loaded async, so that a slow or unreachable telegram.org cannot hold the page up.
+function telegramScript() {
+  const ready = () => window.Telegram && window.Telegram.WebApp;
+  const tag = document.getElementById("telegram-script");
+  if (ready() || !tag) return Promise.resolve(ready());
+  return new Promise((done) => {
+    const finish = () => done(ready());
+    tag.addEventListener("load", finish);
+    tag.addEventListener("error", finish);
+    setTimeout(finish, SCRIPT_WAIT_MS);
+  });
+}
 
 const TEXT = {
   en: {
@@ -16,9 +29,12 @@ const TEXT = {
     open_styles: "Other styles", more: "More", back: "Back",
     empty: "Send me a photo in the chat; your drawings will show up here.",
     unsigned: "Open this page from the bot's chat in Telegram.",
-    too_many: "Too many requests; wait a few seconds.", offline: "No connection to the bot; try again.",
+    too_many: "Too many requests; wait a minute.", offline: "No connection to the bot; try again.",
     failed: "Something went wrong; try again.", queued: "In queue: {n} ahead of yours…",
     queued_next: "In queue: yours is next…", drawing: "Drawing…", sent: "Sent to the chat.",
+    sent_sticker: "Sent to the chat as a sticker, and added to your set.", kept: "Kept: drawn at {s}%.",
+    reconnecting: "The bot is not answering (restarting?); your drawing is kept, still asking…",
+    stalled: "Waiting for the drawing workers to come back…",
     preview_upto: "The preview shows up to {s}% here; Keep draws it.",
     preview_colours: "Keep draws it with the other colours; the preview cannot show them for this drawing.",
     no_photo: "The photo is no longer available, so there is nothing to compare with.",
@@ -31,9 +47,12 @@ const TEXT = {
     open_styles: "其他画风", more: "更多", back: "返回",
     empty: "在聊天中发一张照片给我，作品会显示在这里。",
     unsigned: "请在 Telegram 中从机器人的聊天里打开此页面。",
-    too_many: "请求太多了，请等几秒。", offline: "连不上机器人，请再试一次。",
+    too_many: "请求太多了，请等一分钟。", offline: "连不上机器人，请再试一次。",
     failed: "出了点问题，请再试一次。", queued: "排队中：前面还有 {n} 张…",
     queued_next: "排队中：下一张就是你的…", drawing: "正在绘制…", sent: "已发送到聊天。",
+    sent_sticker: "已作为贴纸发送到聊天，并加入你的贴纸包。", kept: "已保存：按 {s}% 绘制。",
+    reconnecting: "机器人暂时没有回应（可能在重启）；你的绘制已记下，仍在询问…",
+    stalled: "正在等待绘制进程恢复…",
     preview_upto: "这里的预览最多到 {s}%；保存后会按所选强度绘制。",
     preview_colours: "保存后会按所选颜色绘制；这张作品无法预览这种颜色。",
     no_photo: "原图已不可用，无法对比。",
@@ -89,6 +108,7 @@ function lightness(hex) {
 /* --- talking to the bot -------------------------------------------------------------------- */
 
 class Said extends Error {}  // an error whose message is the sentence to show
+class Unreachable extends Said {}  // no answer, or the proxy's while the bot restarts: worth asking again
 
 async function api(path, body) {
   let response;
@@ -100,8 +120,9 @@ async function api(path, body) {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (e) {
-    throw new Said(T("offline"));
+    throw new Unreachable(T("offline"));
   }
+  if ([502, 503, 504].includes(response.status) && body === undefined) throw new Unreachable(T("offline"));
   if (response.status === 401) throw new Said(T("unsigned"));
   if (response.status === 429) throw new Said(T("too_many"));
   let data = null;
@@ -112,13 +133,25 @@ async function api(path, body) {
 
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
-// A drawing or sending the bot took on: follow it until it ends, saying where it is meanwhile.
+// A drawing or sending the bot took on: follow it until it ends, saying where it is meanwhile. The job is in
+// the bot's journal, so a restart of the bot (or its proxy) does not end it: keep asking, for a while.
 async function finished(job, say) {
+  let misses = 0;
   for (;;) {
-    const st = await api("/app/api/jobs/" + encodeURIComponent(job));
+    let st;
+    try {
+      st = await api("/app/api/jobs/" + encodeURIComponent(job));
+      misses = 0;
+    } catch (e) {
+      if (!(e instanceof Unreachable) || ++misses > UNREACHABLE_TRIES) throw e;
+      say(T("reconnecting"));
+      await sleep(2000);
+      continue;
+    }
     if (st.state === "done") return st;
     if (st.state === "failed") throw new Said(st.error || T("failed"));
-    say(st.state === "drawing" ? T("drawing") : st.ahead ? T("queued", { n: st.ahead }) : T("queued_next"));
+    say(st.stalled ? T("stalled") : st.state === "drawing" ? T("drawing")
+      : st.ahead ? T("queued", { n: st.ahead }) : T("queued_next"));
     await sleep(1000);
   }
 }
@@ -432,14 +465,15 @@ async function busy(work) {
   }
 }
 
+// Draw the result's photo again: at the slider's strength and colours, or (a style tile) as the tile shows it.
 function keep(style) {
   const r = state.current;
   return busy(async (say) => {
-    const body = { id: r.id, style: style || r.style, strength: Number($("strength").value),
-                   keep_colours: $("keep-colours").checked };
+    const body = style ? { id: r.id, style, strength: 100, keep_colours: false }
+      : { id: r.id, style: r.style, strength: Number($("strength").value), keep_colours: $("keep-colours").checked };
     const done = await finished((await api("/app/api/draw", body)).job, say);
-    say("");
     if (done.result) await openResult(done.result);
+    say(T("kept", { s: body.strength }));
   });
 }
 
@@ -447,7 +481,7 @@ function send(as) {
   const r = state.current;
   return busy(async (say) => {
     await finished((await api(`/app/api/results/${r.id}/send`, { as })).job, say);
-    say(T("sent"));
+    say(T(as === "sticker" ? "sent_sticker" : "sent"));
   });
 }
 
@@ -499,6 +533,9 @@ function mainAction() {
 }
 
 async function start() {
+  const webApp = await telegramScript();
+  tg = webApp && webApp.initData ? webApp : null;
+  initData = (tg && tg.initData) || initData;
   state.lang = userLanguage();
   applyTheme();
   translate();
