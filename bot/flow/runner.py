@@ -123,8 +123,9 @@ class JobRunner:
             return
         started = time.monotonic()
         lite = self.settings.fast_styles.get(req.style)
-        if lite and not req.as_document and not req.styles and not req.preview and self.pool.waiting >= \
-                self.settings.fast_queue:
+        # Not for the Mini App: its user chose the picture by looking at it, and a lite style would not be it.
+        if lite and not req.as_document and not req.styles and not req.preview and req.deliver == "chat" and \
+                self.pool.waiting >= self.settings.fast_queue:
             req = replace(req, style=lite, fast=True)
         with self.jobs.running(req.job_id, req.user_id) as job, self._told_desk(req):
             try:
