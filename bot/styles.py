@@ -87,6 +87,8 @@ class Styles:
         if s.faces and face_style != name:
             model += "+" + self._digest(face_style)
         options = f"f{int(s.faces)}s{s.strength}k{int(s.keep_colours)}" + ("a" if s.avatar else "")
+        if 0 < s.strength < 100:  # 2: a grey blended takes the other side's hue (inference/colour.py)
+            options += "b2"
         if s.cut:  # which cut: the segmentation model's file, or the oval without it
             cutter = self.cutter
             options += f"c{s.cut}-" + ((cutter.sha256 or cutter.git_sha1 or "local")[:12] if cutter else "oval")

@@ -36,8 +36,14 @@ def oklab_to_srgb(lab: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(c * 255.0), 0, 255).astype(np.uint8)
 
 
+# Below this chroma a colour has no hue worth the name: a pure grey's comes out of float32 rounding
+# (about 1e-7) and points anywhere, and blending towards it would tint a photo's white sky at random.
+GREY_CHROMA = 1e-4
+
+
 def blend(photo: np.ndarray, anime: np.ndarray, strength: float) -> np.ndarray:
-    """``strength`` 0 gives the photo, 1 the anime image, in between an OkLCh mix."""
+    """``strength`` 0 gives the photo, 1 the anime image, in between an OkLCh mix. A grey on either side
+    takes the other side's hue (its chroma grows from nothing along it)."""
     if strength <= 0:
         return np.asarray(photo, np.uint8)
     if strength >= 1:
@@ -45,6 +51,7 @@ def blend(photo: np.ndarray, anime: np.ndarray, strength: float) -> np.ndarray:
     p, a = srgb_to_oklab(photo), srgb_to_oklab(anime)
     cp, ca = np.hypot(p[..., 1], p[..., 2]), np.hypot(a[..., 1], a[..., 2])
     hp, ha = np.arctan2(p[..., 2], p[..., 1]), np.arctan2(a[..., 2], a[..., 1])
+    hp, ha = np.where(cp < GREY_CHROMA, ha, hp), np.where(ca < GREY_CHROMA, hp, ha)
     dh = (ha - hp + np.pi) % (2 * np.pi) - np.pi  # the shorter way round
     hue = hp + strength * dh
     chroma = cp + strength * (ca - cp)

@@ -231,6 +231,18 @@ def test_half_strength_does_not_turn_grey() -> None:
     assert chroma(rgb_mix) < 0.35 * min(chroma(red), chroma(cyan))  # what naive mixing does
 
 
+def test_a_grey_blended_with_a_colour_keeps_that_colours_hue() -> None:
+    """A photo's white sky or grey wall, half way to a blue drawing, is a paler blue at every grey level: a
+    pure grey has no hue of its own (float noise gave it a random one, and the mix turned purple or teal)."""
+    levels = np.arange(256, dtype=np.uint8)
+    greys = np.stack([levels] * 3, axis=-1)[None]
+    blue = np.full_like(greys, (90, 150, 230))
+    hue = lambda img: np.degrees(np.arctan2(srgb_to_oklab(img)[..., 2], srgb_to_oklab(img)[..., 1]))  # noqa: E731
+    mixed = blend(greys, blue, 0.5)
+    assert np.abs(hue(mixed)[0, 8:] - hue(blue)[0, 0]).max() < 3  # the darkest are too dark to have a hue
+    assert np.abs(hue(blend(blue, greys, 0.5))[0, 8:] - hue(blue)[0, 0]).max() < 3  # and the other way round
+
+
 def test_keep_colours_holds_the_photos_mean_chroma(tiny_model: TorchStylizer) -> None:
     data = (PHOTOS / "town_1280x854.jpg").read_bytes() if PHOTOS.is_dir() else _gradient_png()
     photo = np.asarray(resize(Image.open(io.BytesIO(data)).convert("RGB"), 720))
