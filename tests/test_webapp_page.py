@@ -155,6 +155,8 @@ def test_the_preview_matches_the_server_for_colours_and_strength(browser: Any) -
         page.add_script_tag(path=str(Path(__file__).resolve().parents[1] / "bot/webapp/page/app.js"))
         rng = np.random.default_rng(7)
         photo, drawing = (rng.integers(0, 256, (16, 16, 3), dtype=np.uint8) for _ in range(2))
+        photo[0] = np.arange(0, 256, 16)[:, None]  # greys, whose hue is the drawing's
+        drawing[1] = np.arange(8, 256, 16)[:, None]
         for t, colours in ((0.0, False), (0.35, False), (0.8, True), (1.0, True), (1.0, False)):
             got = page.evaluate("""([photo, drawing, t, colours]) => {
                 const rgba = (a) => { const o = new Uint8ClampedArray(a.length / 3 * 4);

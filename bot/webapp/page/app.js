@@ -319,6 +319,7 @@ const TO_LINEAR = Float32Array.from({ length: 256 }, (_, i) => {
   const c = i / 255;
   return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
 });
+const GREY_CHROMA = 1e-4;
 const GAMMA_STEPS = 8192;  // linear light to sRGB by table: fine enough that no byte comes out differently
 const TO_SRGB = Uint8ClampedArray.from({ length: GAMMA_STEPS + 1 }, (_, i) => {
   const l = i / GAMMA_STEPS;
@@ -370,7 +371,10 @@ function mix(photo, drawn, t, out) {
     let L = La, A = aa, B = ba;
     if (t <= 0) { L = Lp; A = ap; B = bp; } else if (t < 1) {
       const cp = Math.hypot(ap, bp), ca = Math.hypot(aa, ba);
-      const hp = Math.atan2(bp, ap), ha = Math.atan2(ba, aa);
+      // A grey has no hue of its own: it takes the other side's (GREY_CHROMA in inference/colour.py).
+      let hp = Math.atan2(bp, ap), ha = Math.atan2(ba, aa);
+      if (cp < GREY_CHROMA) hp = ha;
+      else if (ca < GREY_CHROMA) ha = hp;
       let dh = (ha - hp + Math.PI) % (2 * Math.PI);
       if (dh < 0) dh += 2 * Math.PI;  // Python's % is floored; JavaScript's keeps the sign
       const hue = hp + t * (dh - Math.PI);
