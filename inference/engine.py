@@ -81,11 +81,11 @@ def load_stylizer(store: ModelStore, style: str, backend: Backend = DEFAULT_BACK
     if entry.format == "onnx":
         if backend == "openvino":
             return _openvino(store, entry, path, threads)
-        return OnnxStylizer(entry.name, _onnx_session(path, threads), multiple, entry.min_side)
+        return OnnxStylizer(entry.name, onnx_session(path, threads), multiple, entry.min_side)
     if backend == "openvino":
         return _from_export(store, entry, path, lambda onnx: _openvino(store, entry, onnx, threads))
     if backend == "onnxruntime":
-        session = _from_export(store, entry, path, lambda onnx: _onnx_session(onnx, threads))
+        session = _from_export(store, entry, path, lambda onnx: onnx_session(onnx, threads))
         return OnnxStylizer(entry.name, session, multiple, entry.min_side)
     import torch
 
@@ -201,7 +201,9 @@ def crop_framing(entry: ModelEntry) -> Framing:
     return Framing((FACE_MODEL_CROP,), entry.train_size) if entry.look == "face" else Framing()
 
 
-def _onnx_session(path: Path, threads: int | None) -> object:
+def onnx_session(path: Path, threads: int | None) -> object:
+    """An onnxruntime session on the CPU, for a style or the segmentation model; one that cannot be
+    loaded is a ModelError."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

@@ -19,7 +19,7 @@ import struct
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -115,13 +115,9 @@ def read_graph(data: bytes) -> Graph:
 
 
 def _nchw_weight(step: Step, w: np.ndarray) -> np.ndarray:
-    """A kernel in PyTorch's layout: CONV_2D's OHWI to OIHW, a depthwise 1HWC to C1HW, the transposed
-    convolution's OHWI to IOHW."""
-    if step.kind == "CONV_2D":
-        return w.transpose(0, 3, 1, 2)
-    if step.kind == "DEPTHWISE_CONV_2D":
-        return w.transpose(3, 0, 1, 2)
-    return w.transpose(3, 0, 1, 2)
+    """A kernel in PyTorch's layout: CONV_2D's OHWI to OIHW; a depthwise 1HWC to C1HW and the transposed
+    convolution's OHWI to IOHW, which are the same move (the last axis first)."""
+    return w.transpose(0, 3, 1, 2) if step.kind == "CONV_2D" else w.transpose(3, 0, 1, 2)
 
 
 def build_net(graph: Graph) -> torch.nn.Module:
@@ -215,16 +211,9 @@ class Segmenter:
     """The person mask of a picture, from the exported net on onnxruntime."""
 
     def __init__(self, onnx_path: Path, threads: int | None = None) -> None:
-        import onnxruntime as ort
+        from inference.engine import onnx_session  # the engine imports this module
 
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
-        try:
-            self.session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise ModelError(f"{onnx_path.name}: onnxruntime cannot load the segmentation model "
-                             f"({exc.__class__.__name__})") from exc
+        self.session: Any = onnx_session(onnx_path, threads)
 
     def raw(self, square: np.ndarray) -> np.ndarray:
         """The model's own output for a 256 x 256 x 3 float32 input in [0, 1]: 256 x 256 in [0, 1]."""
