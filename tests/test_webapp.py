@@ -192,9 +192,13 @@ def test_a_user_lists_their_results_with_the_photo_and_nobody_else_sees_them(app
     assert np.abs(np.asarray(photo, float) - original).mean() < 3, "the photo is the user's own, at the drawing's size"
     assert np.abs(np.asarray(drawing, float) - original).mean() > 10
     assert result["base"] == result["image"]  # drawn at full strength: the drawing is the base of every preview
+    assert app.picture(result["thumb"]).size == (240, 240)  # the list's tile: not the whole drawing
 
     assert app.results(stranger) == []
     assert app.get(f"/app/api/results/{result['id']}", stranger).status == 404
+    for wrong in ("nope", "x" * 80, result["id"].lower() if result["id"] != result["id"].lower() else "0" * 12):
+        answer = app.get(f"/app/api/results/{wrong}", owner)
+        assert answer.status == 404 and "no longer kept" in answer.json()["error"], wrong
     assert app.post("/app/api/draw", stranger, {"id": result["id"], "style": "tiny", "strength": 50,
                                                 "keep_colours": False}).status == 404
     *_, uid, rid, variant, expires, mac = result["image"].split("/")

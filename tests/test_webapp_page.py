@@ -21,6 +21,7 @@ import pytest
 from inference.colour import blend
 from testkit.browser import chromium
 from testkit.fake_telegram import TOKEN
+from testkit.wait import wait_for
 from testkit.webapp import call, init_data
 from tests.test_webapp import App, app, drawn_photo  # noqa: F401  (the module's bot is a fixture)
 
@@ -113,6 +114,19 @@ def test_the_page_compares_previews_a_strength_and_keeps_it(app: App, browser: A
         page.locator("#open-styles").click()
         expect(page.locator('.style-tile[data-style="tiny"] img')).to_be_visible(timeout=60_000)
         page.screenshot(path=str(tmp_path / "styles.png"))
+
+        page.locator("#back").click()  # to the viewer; Keep at 70%, then straight back to the list
+        page.locator("#strength").fill("70")
+        before = len(app.results(uid))
+        page.locator("#keep").click()
+        page.locator("#back").click()
+        expect(page.locator("#list")).to_be_visible()
+        app_results = wait_for(lambda: len(app.results(uid)) > before and app.results(uid), 60, "the 70% drawing")
+        assert app_results[0]["strength"] == 70
+        page.wait_for_timeout(1500)  # the page has heard the job end by now
+        expect(page.locator("#list")).to_be_visible()  # and did not pull the user back into a viewer
+        expect(page.locator("#viewer")).to_be_hidden()
+        expect(page.locator(f'.result[data-id="{app_results[0]["id"]}"]')).to_be_visible(timeout=10_000)
     finally:
         page.close()
 

@@ -17,16 +17,18 @@ chat is a request too, answered from the cache.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from PIL import Image, ImageOps
 
 from bot.chat.context import BotState
 from bot.chat.i18n import pick_lang, t
@@ -47,6 +49,8 @@ PAGE_DIR = Path(__file__).with_name("page")
 PAGE_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
 PAGE = 24  # results a page
 LISTED = 500  # the newest results looked at; older ones are still in the chat
+THUMB_SIDE = 240  # a list tile is a third of a phone's width, at twice its pixels
+THUMBS_KEPT = 512  # about 10 KB each
 MAX_BODY = 4096  # the page's JSON bodies are a few dozen bytes
 API_PER_MINUTE = 120  # calls a user may make; the page makes one a second while a drawing is under way
 IMAGES_PER_MINUTE = 600  # pictures: a page of results is 24 at once, and the viewer three more
@@ -84,6 +88,7 @@ class WebApp:
         self.links = links
         self.calls = Window(API_PER_MINUTE)
         self.pictures = Window(IMAGES_PER_MINUTE)
+        self.thumbnails = Thumbnails()
         self._tasks: set[asyncio.Task[None]] = set()
 
     def mount(self, app: web.Application) -> None:
@@ -91,12 +96,13 @@ class WebApp:
         app.router.add_get("/app/", self._page)
         app.router.add_get("/app/static/{name}", self._static)
         app.router.add_get("/app/api/results", self._list)
-        app.router.add_get(r"/app/api/results/{id:[\w-]{12}}", self._one)
-        app.router.add_get(r"/app/api/results/{id:[\w-]{12}}/styles", self._styles)
-        app.router.add_post(r"/app/api/results/{id:[\w-]{12}}/styles", self._draw_styles)
-        app.router.add_post(r"/app/api/results/{id:[\w-]{12}}/send", self._send)
+        # Any id reaches the handler, which answers one that names nothing with the page's sentence.
+        app.router.add_get("/app/api/results/{id}", self._one)
+        app.router.add_get("/app/api/results/{id}/styles", self._styles)
+        app.router.add_post("/app/api/results/{id}/styles", self._draw_styles)
+        app.router.add_post("/app/api/results/{id}/send", self._send)
         app.router.add_post("/app/api/draw", self._draw)
-        app.router.add_get(r"/app/api/jobs/{job:app-[\w-]{1,32}}", self._job)
+        app.router.add_get("/app/api/jobs/{job}", self._job)
         app.router.add_get(PREFIX + r"/{uid:\d{1,20}}/{id:[\w-]{12}}/{variant:[\w.-]{1,40}}/{expires:\d{1,12}}"
                            r"/{mac:[\w-]{24}}", self._picture)
 
@@ -181,6 +187,7 @@ class WebApp:
             pure = self._key(shown, strength=100, keep_colours=False)
             base = self.links.image(user_id, result_id, "base") if await self.st.cache.peek([pure]) else None
         return {"id": result_id, "image": self.links.image(user_id, result_id, "image"),
+                "thumb": self.links.image(user_id, result_id, "thumb"),
                 "photo": self.links.image(user_id, result_id, "photo"), "base": base, "style": shown.style,
                 "style_name": self.st.styles.display(shown.style, lang), "strength": s.strength,
                 "keep_colours": s.keep_colours, "width": result.width, "height": result.height,
@@ -318,6 +325,8 @@ class WebApp:
     # --- pictures -----------------------------------------------------------------------
 
     async def _picture(self, request: web.Request) -> web.StreamResponse:
+        """A picture of a result: ``image`` (the drawing), ``thumb`` (the list's), ``photo`` (the "before"),
+        ``base`` (full strength, own colours), ``s.STYLE`` (a style's tile)."""
         info = request.match_info
         user_id, rid, variant = int(info["uid"]), info["id"], info["variant"]
         if not self.links.valid(user_id, rid, variant, int(info["expires"]), info["mac"]):
@@ -325,11 +334,14 @@ class WebApp:
         if wait := self.pictures.admit(user_id, time.monotonic()):
             raise web.HTTPTooManyRequests(headers={"Retry-After": str(int(wait) + 1)})
         shown = await self.st.buttons.find(rid, user_id)
-        found = await self._picture_of(user_id, shown, variant) if shown is not None else None
+        found = await self._picture_of(user_id, shown, "image" if variant == "thumb" else variant) \
+            if shown is not None else None
         if found is None:
             raise web.HTTPNotFound(text="gone")
-        return web.FileResponse(found.path, headers={"Cache-Control": "private, max-age=3600",
-                                                     "X-Content-Type-Options": "nosniff"})
+        headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff"}
+        if variant == "thumb":
+            return web.Response(body=await self.thumbnails.of(found.path), content_type="image/jpeg", headers=headers)
+        return web.FileResponse(found.path, headers=headers)
 
     async def _picture_of(self, user_id: int, shown: ShownResult, variant: str) -> CachedResult | None:
         if variant == "image":
@@ -343,6 +355,32 @@ class WebApp:
             size = next(iter(drawn.values()))
             return await self.originals.photo(user_id, shown.content_sha256, size.width, size.height)
         return None
+
+
+class Thumbnails:
+    """The list's small pictures: a phone on mobile data should not fetch 24 drawings of 130 KB for a grid of
+    tiles a third of its width. Made from the drawing when asked, kept for the last :data:`THUMBS_KEPT`."""
+
+    def __init__(self) -> None:
+        self._made: OrderedDict[Path, bytes] = OrderedDict()
+
+    async def of(self, path: Path) -> bytes:
+        if (made := self._made.get(path)) is not None:
+            self._made.move_to_end(path)
+            return made
+        made = self._made[path] = await asyncio.to_thread(_thumbnail, path)
+        while len(self._made) > THUMBS_KEPT:
+            self._made.popitem(last=False)
+        return made
+
+
+def _thumbnail(path: Path) -> bytes:
+    with Image.open(path) as drawing:
+        drawing.draft("RGB", (THUMB_SIDE * 2, THUMB_SIDE * 2))  # a JPEG decoded at a fraction of its size
+        small = ImageOps.fit(drawing.convert("RGB"), (THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    small.save(out, "JPEG", quality=85)
+    return out.getvalue()
 
 
 def _ahead(job: AppJob) -> int | None:

@@ -13,13 +13,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import re
 import time
 
 PREFIX = "/app/img"
 VALID_S = 3600  # at least this long; at most twice
-VARIANT = re.compile(r"image|photo|base|s\.[\w.-]{1,32}")  # the drawing, the photo, strength 100, a style's tile
-RESULT_ID = re.compile(r"[\w-]{12}")
 
 
 class Links:

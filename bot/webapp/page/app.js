@@ -27,7 +27,8 @@ const TEXT = {
     title: "Your drawings", styles: "Styles", photo: "Photo", anime: "Anime", strength: "Strength",
     keep_colours: "Keep colours", keep: "Keep {s}%", send: "Send to chat", sticker: "Send as sticker",
     open_styles: "Other styles", more: "More", back: "Back",
-    empty: "Send me a photo in the chat; your drawings will show up here.",
+    empty: "Send me a photo in our private chat; your drawings there show up here (a group's stay in the group).",
+    gone: "That drawing is not here: it was deleted, or the link is wrong.",
     unsigned: "Open this page from the bot's chat in Telegram.",
     too_many: "Too many requests; wait a minute.", offline: "No connection to the bot; try again.",
     failed: "Something went wrong; try again.", queued: "In queue: {n} ahead of yours…",
@@ -45,7 +46,8 @@ const TEXT = {
     title: "你的作品", styles: "画风", photo: "原图", anime: "动漫", strength: "强度",
     keep_colours: "保留颜色", keep: "保存 {s}%", send: "发送到聊天", sticker: "做成贴纸",
     open_styles: "其他画风", more: "更多", back: "返回",
-    empty: "在聊天中发一张照片给我，作品会显示在这里。",
+    empty: "在我们的私聊中发一张照片给我，那里的作品会显示在这里（群里的留在群里）。",
+    gone: "这张作品不在这里：它已被删除，或链接有误。",
     unsigned: "请在 Telegram 中从机器人的聊天里打开此页面。",
     too_many: "请求太多了，请等一分钟。", offline: "连不上机器人，请再试一次。",
     failed: "出了点问题，请再试一次。", queued: "排队中：前面还有 {n} 张…",
@@ -62,7 +64,8 @@ const TEXT = {
 };
 
 const $ = (id) => document.getElementById(id);
-const state = { lang: "en", results: [], more: false, current: null, view: "list", busy: false };
+// working: the results with a drawing or a sending under way (by id): their buttons wait, other results' do not.
+const state = { lang: "en", results: [], more: false, current: null, view: "list", working: new Set() };
 
 function userLanguage() {
   try {
@@ -124,6 +127,9 @@ async function api(path, body) {
   }
   if ([502, 503, 504].includes(response.status) && body === undefined) throw new Unreachable(T("offline"));
   if (response.status === 401) throw new Said(T("unsigned"));
+  if (response.status === 404 && !(response.headers.get("Content-Type") || "").includes("json")) {
+    throw new Said(T("gone"));
+  }
   if (response.status === 429) throw new Said(T("too_many"));
   let data = null;
   try { data = await response.json(); } catch (e) { data = null; }
@@ -180,6 +186,7 @@ function show(view) {
 
 function goBack() {
   clearError();
+  $("status").textContent = "";
   if (state.view === "styles") show("viewer");
   else if (state.view === "viewer") { show("list"); loadList(0); }
 }
@@ -205,7 +212,7 @@ function drawList() {
     tile.dataset.id = r.id;
     tile.setAttribute("aria-label", `${r.style_name} ${r.strength}%`);
     const img = document.createElement("img");
-    img.src = r.image;
+    img.src = r.thumb || r.image;
     img.alt = "";
     img.loading = "lazy";
     const label = document.createElement("span");
@@ -276,6 +283,7 @@ function pixelsOf(img, result) {
 let previewQueued = false;
 function schedulePreview() {
   $("strength-value").textContent = $("strength").value + "%";
+  if (!busyHere()) $("status").textContent = "";  // "Kept at 40%" is no longer what is on screen
   updateButtons();
   if (!previewQueued) { previewQueued = true; requestAnimationFrame(() => { previewQueued = false; preview(); }); }
 }
@@ -443,28 +451,34 @@ function updateButtons() {
   const main = tg && tg.MainButton;
   if (main) {
     if (viewing) {
-      main.setParams({ text: label, is_active: !state.busy, is_visible: true });
+      main.setParams({ text: label, is_active: !busyHere(), is_visible: true });
     } else {
       main.hide();
     }
   }
   $("keep").hidden = !keeping || Boolean(main);
   $("send").hidden = keeping || !viewing || Boolean(main);
-  for (const id of ["keep", "send", "send-sticker", "open-styles"]) $(id).disabled = state.busy;
+  for (const id of ["keep", "send", "send-sticker", "open-styles"]) $(id).disabled = busyHere();
 }
 
-async function busy(work) {
-  if (state.busy) return;
-  state.busy = true;
+const busyHere = () => Boolean(state.current) && state.working.has(state.current.id);
+const showing = (r) => state.current === r && state.view !== "list";
+
+// Work on result r (a drawing or a sending): its progress is said while r is on screen, and only there. The
+// user may go elsewhere meanwhile; the work goes on, and its result is in the list.
+async function busy(r, work) {
+  if (state.working.has(r.id)) return;
+  state.working.add(r.id);
   clearError();
   updateButtons();
+  const say = (text) => { if (showing(r)) $("status").textContent = text; };
   try {
-    await work((text) => { $("status").textContent = text; });
+    await work(say);
   } catch (e) {
-    $("status").textContent = "";
-    showError(e);
+    say("");
+    if (showing(r)) showError(e);
   } finally {
-    state.busy = false;
+    state.working.delete(r.id);
     updateButtons();
   }
 }
@@ -472,18 +486,23 @@ async function busy(work) {
 // Draw the result's photo again: at the slider's strength and colours, or (a style tile) as the tile shows it.
 function keep(style) {
   const r = state.current;
-  return busy(async (say) => {
+  return busy(r, async (say) => {
     const body = style ? { id: r.id, style, strength: 100, keep_colours: false }
       : { id: r.id, style: r.style, strength: Number($("strength").value), keep_colours: $("keep-colours").checked };
     const done = await finished((await api("/app/api/draw", body)).job, say);
-    if (done.result) await openResult(done.result);
-    say(T("kept", { s: body.strength }));
+    if (!done.result) return;
+    if (!showing(r)) {  // the user went elsewhere: it waits in the list, shown now if the list is on screen
+      if (state.view === "list") loadList(0);
+      return;
+    }
+    await openResult(done.result);
+    $("status").textContent = T("kept", { s: body.strength });
   });
 }
 
 function send(as) {
   const r = state.current;
-  return busy(async (say) => {
+  return busy(r, async (say) => {
     await finished((await api(`/app/api/results/${r.id}/send`, { as })).job, say);
     say(T(as === "sticker" ? "sent_sticker" : "sent"));
   });
@@ -532,7 +551,7 @@ function drawStyles(tiles, result) {
 /* --- start ------------------------------------------------------------------------------------- */
 
 function mainAction() {
-  if (state.view !== "viewer" || state.busy) return;
+  if (state.view !== "viewer" || busyHere()) return;
   changed() ? keep() : send("photo");
 }
 
