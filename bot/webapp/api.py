@@ -7,7 +7,8 @@ webhook's in webhook mode, the one on ``ANIMEBOT_METRICS_PORT`` when polling.
 - ``/app/api/...``: JSON, each call signed by Telegram (``Authorization: tma
   <initData>``, bot/webapp/auth.py); anything unsigned or stale is a bare 401.
   A user reaches only the results shown in their own chat with the bot.
-- ``/app/img/...``: the pictures, by signed addresses (bot/webapp/links.py).
+- ``/app/img/...``: the pictures (bot/webapp/pictures.py), by signed addresses (bot/webapp/links.py),
+  within per-user rates (bot/webapp/limits.py).
 
 What the page asks to have drawn is an ordinary request (bot/flow/requests.py,
 ``deliver="app"``): journalled, queued fairly behind everyone else's photos,
@@ -17,18 +18,15 @@ chat is a request too, answered from the cache.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import logging
 import secrets
 import time
-from collections import OrderedDict, deque
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from PIL import Image, ImageOps
 
 from bot.chat.context import BotState
 from bot.chat.i18n import pick_lang, t
@@ -38,8 +36,10 @@ from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source, StoredRequestError, request_from_json
 from bot.webapp.auth import Unauthorized, WebAppUser, from_header
 from bot.webapp.jobs import AppJob
+from bot.webapp.limits import API_PER_MINUTE, IMAGES_PER_MINUTE, Window
 from bot.webapp.links import PREFIX, Links
 from bot.webapp.photos import Originals
+from bot.webapp.pictures import Pictures, drawing_key
 from storage.buttons import ShownResult
 from storage.cache import CachedResult, result_key
 
@@ -49,46 +49,20 @@ PAGE_DIR = Path(__file__).with_name("page")
 PAGE_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
 PAGE = 24  # results a page
 LISTED = 500  # the newest results looked at; older ones are still in the chat
-THUMB_SIDE = 240  # a list tile is a third of a phone's width, at twice its pixels
-THUMBS_KEPT = 512  # about 10 KB each
 MAX_BODY = 4096  # the page's JSON bodies are a few dozen bytes
-API_PER_MINUTE = 120  # calls a user may make; the page makes one a second while a drawing is under way
-IMAGES_PER_MINUTE = 600  # pictures: a page of results is 24 at once, and the viewer three more
 # The page's own script and Telegram's; pictures from here; no other origin at all.
 POLICY = ("default-src 'self'; script-src 'self' https://telegram.org; img-src 'self' data: blob:; "
           "style-src 'self' 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'")
 
 
-class Window:
-    """At most ``per_minute`` events a key in any minute: the rest are refused until the oldest is a minute old."""
-
-    def __init__(self, per_minute: int) -> None:
-        self.per_minute = per_minute
-        self._seen: dict[int, deque[float]] = {}
-
-    def admit(self, key: int, now: float) -> float:
-        """0 when admitted; else the seconds until it would be."""
-        seen = self._seen.setdefault(key, deque())
-        while seen and now - seen[0] >= 60:
-            seen.popleft()
-        if len(seen) >= self.per_minute:
-            return 60 - (now - seen[0])
-        seen.append(now)
-        if len(self._seen) > 10_000:  # users who stopped asking: forget them
-            for idle in [k for k, times in self._seen.items() if not times or now - times[-1] >= 60]:
-                del self._seen[idle]
-        return 0.0
-
-
 class WebApp:
     def __init__(self, st: BotState, originals: Originals, token: str, links: Links) -> None:
         self.st = st
-        self.originals = originals
         self.token = token
         self.links = links
         self.calls = Window(API_PER_MINUTE)
-        self.pictures = Window(IMAGES_PER_MINUTE)
-        self.thumbnails = Thumbnails()
+        self.fetches = Window(IMAGES_PER_MINUTE)
+        self.pictures = Pictures(st.cache, st.styles, originals)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def mount(self, app: web.Application) -> None:
@@ -163,7 +137,7 @@ class WebApp:
         shown = [(rid, s, at) for rid, s, at in await self.st.buttons.shown_in(user_id, LISTED)
                  if s.style in styles.names and not s.settings.cut and not s.settings.avatar
                  and s.settings.fmt in ("jpg", "png")]
-        keys = [result_key(s.content_sha256, s.style, styles.version(s.style, s.settings)) for _, s, _ in shown]
+        keys = [drawing_key(styles, s) for _, s, _ in shown]
         cached = await self.st.cache.peek(keys)
         return [(rid, s, at, cached[key]) for (rid, s, at), key in zip(shown, keys) if key in cached]
 
@@ -175,8 +149,7 @@ class WebApp:
         return shown, next(iter(found.values()))
 
     def _key(self, shown: ShownResult, **change: Any) -> str:
-        settings = replace(shown.settings, **change)
-        return result_key(shown.content_sha256, shown.style, self.st.styles.version(shown.style, settings))
+        return drawing_key(self.st.styles, shown, **change)
 
     async def _json(self, user_id: int, result_id: str, shown: ShownResult, result: CachedResult, created: float,
                     lang: str) -> dict[str, Any]:
@@ -331,56 +304,18 @@ class WebApp:
         user_id, rid, variant = int(info["uid"]), info["id"], info["variant"]
         if not self.links.valid(user_id, rid, variant, int(info["expires"]), info["mac"]):
             raise web.HTTPForbidden(text="forbidden")
-        if wait := self.pictures.admit(user_id, time.monotonic()):
+        if wait := self.fetches.admit(user_id, time.monotonic()):
             raise web.HTTPTooManyRequests(headers={"Retry-After": str(int(wait) + 1)})
         shown = await self.st.buttons.find(rid, user_id)
-        found = await self._picture_of(user_id, shown, "image" if variant == "thumb" else variant) \
-            if shown is not None else None
+        found = await self.pictures.of(user_id, shown, variant) if shown is not None else None
         if found is None:
             raise web.HTTPNotFound(text="gone")
         headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff"}
         if variant == "thumb":
-            return web.Response(body=await self.thumbnails.of(found.path), content_type="image/jpeg", headers=headers)
+            thumbnail = await self.pictures.thumbnails.of(found.path)
+            return web.Response(body=thumbnail, content_type="image/jpeg", headers=headers)
         return web.FileResponse(found.path, headers=headers)
 
-    async def _picture_of(self, user_id: int, shown: ShownResult, variant: str) -> CachedResult | None:
-        if variant == "image":
-            return await self.st.cache.get(self._key(shown))
-        if variant == "base":
-            return await self.st.cache.get(self._key(shown, strength=100, keep_colours=False))
-        if variant.startswith("s.") and (style := variant[2:]) in self.st.styles.names:
-            return await self.st.cache.get(result_key(shown.content_sha256, style,
-                                                      self.st.styles.version(style, PREVIEW_SETTINGS)))
-        if variant == "photo" and (drawn := await self.st.cache.peek([self._key(shown)])):
-            size = next(iter(drawn.values()))
-            return await self.originals.photo(user_id, shown.content_sha256, size.width, size.height)
-        return None
-
-
-class Thumbnails:
-    """The list's small pictures: a phone on mobile data should not fetch 24 drawings of 130 KB for a grid of
-    tiles a third of its width. Made from the drawing when asked, kept for the last :data:`THUMBS_KEPT`."""
-
-    def __init__(self) -> None:
-        self._made: OrderedDict[Path, bytes] = OrderedDict()
-
-    async def of(self, path: Path) -> bytes:
-        if (made := self._made.get(path)) is not None:
-            self._made.move_to_end(path)
-            return made
-        made = self._made[path] = await asyncio.to_thread(_thumbnail, path)
-        while len(self._made) > THUMBS_KEPT:
-            self._made.popitem(last=False)
-        return made
-
-
-def _thumbnail(path: Path) -> bytes:
-    with Image.open(path) as drawing:
-        drawing.draft("RGB", (THUMB_SIDE * 2, THUMB_SIDE * 2))  # a JPEG decoded at a fraction of its size
-        small = ImageOps.fit(drawing.convert("RGB"), (THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS)
-    out = io.BytesIO()
-    small.save(out, "JPEG", quality=85)
-    return out.getvalue()
 
 
 def _ahead(job: AppJob) -> int | None:
