@@ -276,24 +276,30 @@ class Results:
             if self.styles.sample is None:
                 raise Failed("internal")
             return await asyncio.to_thread(self.styles.sample.read_bytes)
-        if src.file_size and src.file_size > DOWNLOAD_LIMIT:
-            raise Failed("file_too_big", size_mb=src.file_size / 2**20)
-        try:
-            file = await retrying(f"job {req.job_id}: getFile", lambda: self.bot.get_file(src.file_id))
-            if file.file_size and file.file_size > DOWNLOAD_LIMIT:
-                raise Failed("file_too_big", size_mb=file.file_size / 2**20)
-            data = bytes(await retrying(f"job {req.job_id}: download", file.download_as_bytearray))
-        except BadRequest as exc:
-            if "too big" in exc.message.lower():
-                raise Failed("file_too_big", size_mb=(src.file_size or DOWNLOAD_LIMIT) / 2**20) from None
-            log.warning("job %s: getFile refused: %s", req.job_id, exc.message)
-            raise Failed("download_failed") from None
-        except NetworkError as exc:
-            log.warning("job %s: download failed: %s", req.job_id, exc.message)
-            raise Failed("download_failed") from None
-        if len(data) > DOWNLOAD_LIMIT:  # sizes given beforehand are optional: the bytes decide, for every pool
-            raise Failed("file_too_big", size_mb=len(data) / 2**20)
-        return data
+        return await download(self.bot, src.file_id, f"job {req.job_id}", src.file_size)
+
+
+async def download(bot: Bot, file_id: str, what: str, size: int | None = None) -> bytes:
+    """A file's bytes from Telegram, within the Bot API's 20 MB (``size``: what the message said, when it
+    did); network trouble is retried, and what cannot be fetched is a Failed. ``what`` names it in the log."""
+    if size and size > DOWNLOAD_LIMIT:
+        raise Failed("file_too_big", size_mb=size / 2**20)
+    try:
+        file = await retrying(f"{what}: getFile", lambda: bot.get_file(file_id))
+        if file.file_size and file.file_size > DOWNLOAD_LIMIT:
+            raise Failed("file_too_big", size_mb=file.file_size / 2**20)
+        data = bytes(await retrying(f"{what}: download", file.download_as_bytearray))
+    except BadRequest as exc:
+        if "too big" in exc.message.lower():
+            raise Failed("file_too_big", size_mb=(size or DOWNLOAD_LIMIT) / 2**20) from None
+        log.warning("%s: getFile refused: %s", what, exc.message)
+        raise Failed("download_failed") from None
+    except NetworkError as exc:
+        log.warning("%s: download failed: %s", what, exc.message)
+        raise Failed("download_failed") from None
+    if len(data) > DOWNLOAD_LIMIT:  # sizes given beforehand are optional: the bytes decide, for every pool
+        raise Failed("file_too_big", size_mb=len(data) / 2**20)
+    return data
 
 
 def _kind_of(src: Source, data: bytes) -> str:

@@ -17,8 +17,8 @@ from PIL import Image
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.chat.retry import retrying
-from bot.flow.results import DOWNLOAD_LIMIT
+from bot.flow.requests import Failed
+from bot.flow.results import download
 from inference.errors import AnimebotError
 from inference.imageio import decode
 from storage.cache import Cache, CachedResult, result_key
@@ -66,12 +66,9 @@ class Originals:
         if file_id is None:
             return None
         try:
-            file = await retrying("webapp: getFile", lambda: self.bot.get_file(file_id))
-            if file.file_size and file.file_size > DOWNLOAD_LIMIT:
-                return None
-            return bytes(await retrying("webapp: download", file.download_as_bytearray))
-        except TelegramError as exc:
-            log.info("photo %s… not fetched again: %s", content_sha256[:12], exc.message)
+            return await download(self.bot, file_id, f"photo {content_sha256[:12]}… for the Mini App")
+        except (Failed, TelegramError) as exc:  # download() logged why, or Telegram refused outright
+            log.info("photo %s… not fetched again (%s)", content_sha256[:12], exc.__class__.__name__)
             return None
 
 
