@@ -31,6 +31,7 @@ class ShownResult:
     style: str
     settings: ConvertSettings
     spoiler: bool = False  # the photo came with a spoiler: every answer about it carries one
+    shown_at: float = 0.0  # when it was first shown in that chat, as read back (0: one being shown now)
 
 
 def settings_to_json(settings: ConvertSettings) -> str:
@@ -69,24 +70,24 @@ class ResultButtons:
         assert row is not None  # inserted above, or there already
         return str(row[0])
 
-    async def shown_in(self, chat_id: int, limit: int) -> list[tuple[str, ShownResult, float]]:
-        """The results shown in ``chat_id`` (their id, what they are, when first shown), newest first: in a
-        private chat, the user's own results, as the Mini App lists them."""
+    async def shown_in(self, chat_id: int, limit: int) -> list[tuple[str, ShownResult]]:
+        """The results shown in ``chat_id`` (their id, and what they are), newest first: in a private chat, the
+        user's own results, as the Mini App lists them."""
         async with self._db.execute(
             "SELECT id, content_sha256, style, settings, spoiler, created_at FROM buttons WHERE chat_id = ?"
             " ORDER BY created_at DESC, id LIMIT ?", (chat_id, limit),
         ) as cur:
             rows = await cur.fetchall()
-        return [(row[0], ShownResult(chat_id, row[1], row[2], settings_from_json(row[3]), bool(row[4])), row[5])
+        return [(row[0], ShownResult(chat_id, row[1], row[2], settings_from_json(row[3]), bool(row[4]), row[5]))
                 for row in rows]
 
     async def find(self, button_id: str, chat_id: int) -> ShownResult | None:
         """The result a button names, if it was shown in ``chat_id``; None for anything else."""
         async with self._db.execute(
-            "SELECT content_sha256, style, settings, spoiler FROM buttons WHERE id = ? AND chat_id = ?",
+            "SELECT content_sha256, style, settings, spoiler, created_at FROM buttons WHERE id = ? AND chat_id = ?",
             (button_id, chat_id),
         ) as cur:
             row = await cur.fetchone()
         if row is None:
             return None
-        return ShownResult(chat_id, row[0], row[1], settings_from_json(row[2]), bool(row[3]))
+        return ShownResult(chat_id, row[0], row[1], settings_from_json(row[2]), bool(row[3]), row[4])

@@ -39,9 +39,10 @@ from bot.webapp.jobs import AppJob
 from bot.webapp.limits import API_PER_MINUTE, IMAGES_PER_MINUTE, Window
 from bot.webapp.links import PREFIX, Links
 from bot.webapp.photos import Originals
-from bot.webapp.pictures import Pictures, drawing_key
+from bot.webapp.pictures import Pictures, drawing_key, tile_key
+from inference.pipeline import ConvertSettings
 from storage.buttons import ShownResult
-from storage.cache import CachedResult, result_key
+from storage.cache import CachedResult
 
 log = logging.getLogger("animebot.webapp")
 
@@ -130,56 +131,62 @@ class WebApp:
 
     # --- results --------------------------------------------------------------------
 
-    async def _results_of(self, user_id: int) -> list[tuple[str, ShownResult, float, CachedResult]]:
+    async def _results_of(self, user_id: int) -> list[tuple[str, ShownResult, CachedResult]]:
         """The user's still results the page can show, newest first: drawn whole (not an avatar's square or a
         sticker's cut, whose pixels do not line up with the photo), in a style still installed, still cached."""
         styles = self.st.styles
-        shown = [(rid, s, at) for rid, s, at in await self.st.buttons.shown_in(user_id, LISTED)
+        shown = [(rid, s) for rid, s in await self.st.buttons.shown_in(user_id, LISTED)
                  if s.style in styles.names and not s.settings.cut and not s.settings.avatar
                  and s.settings.fmt in ("jpg", "png")]
-        keys = [drawing_key(styles, s) for _, s, _ in shown]
+        keys = [drawing_key(styles, s) for _, s in shown]
         cached = await self.st.cache.peek(keys)
-        return [(rid, s, at, cached[key]) for (rid, s, at), key in zip(shown, keys) if key in cached]
+        return [(rid, s, cached[key]) for (rid, s), key in zip(shown, keys) if key in cached]
+
+    async def _lookup(self, user_id: int, result_id: str) -> tuple[ShownResult, CachedResult] | None:
+        """The result of this id, if it was shown in the user's chat and is still cached."""
+        shown = await self.st.buttons.find(result_id, user_id)
+        found = await self.st.cache.peek([drawing_key(self.st.styles, shown)]) if shown is not None else {}
+        return (shown, next(iter(found.values()))) if shown is not None and found else None
 
     async def _find(self, user_id: int, result_id: str, lang: str) -> tuple[ShownResult, CachedResult]:
-        shown = await self.st.buttons.find(result_id, user_id)
-        found = await self.st.cache.peek([self._key(shown)]) if shown is not None else {}
-        if shown is None or not found:
+        """:meth:`_lookup`, or the page's 404."""
+        if (found := await self._lookup(user_id, result_id)) is None:
             raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
-        return shown, next(iter(found.values()))
+        return found
 
-    def _key(self, shown: ShownResult, **change: Any) -> str:
-        return drawing_key(self.st.styles, shown, **change)
-
-    async def _json(self, user_id: int, result_id: str, shown: ShownResult, result: CachedResult, created: float,
-                    lang: str) -> dict[str, Any]:
-        s = shown.settings
-        if s.strength == 100 and not s.keep_colours:
-            base: str | None = self.links.image(user_id, result_id, "image")
-        else:
-            pure = self._key(shown, strength=100, keep_colours=False)
-            base = self.links.image(user_id, result_id, "base") if await self.st.cache.peek([pure]) else None
-        return {"id": result_id, "image": self.links.image(user_id, result_id, "image"),
-                "thumb": self.links.image(user_id, result_id, "thumb"),
-                "photo": self.links.image(user_id, result_id, "photo"), "base": base, "style": shown.style,
-                "style_name": self.st.styles.display(shown.style, lang), "strength": s.strength,
+    async def _described(self, user_id: int, rows: list[tuple[str, ShownResult, CachedResult]], lang: str
+                         ) -> list[dict[str, Any]]:
+        """Results as the page reads them (docs/webapp.md's Result), their full-strength drawings looked up at
+        once."""
+        styles = self.st.styles
+        pure = {rid: drawing_key(styles, s, strength=100, keep_colours=False) for rid, s, _ in rows
+                if s.settings.strength != 100 or s.settings.keep_colours}
+        based = await self.st.cache.peek(list(pure.values()))
+        described = []
+        for rid, shown, result in rows:
+            s, image = shown.settings, self.links.image(user_id, rid, "image")
+            base = self.links.image(user_id, rid, "base") if pure.get(rid) in based else None
+            described.append({
+                "id": rid, "image": image, "thumb": self.links.image(user_id, rid, "thumb"),
+                "photo": self.links.image(user_id, rid, "photo"), "base": image if rid not in pure else base,
+                "style": shown.style, "style_name": styles.display(shown.style, lang), "strength": s.strength,
                 "keep_colours": s.keep_colours, "width": result.width, "height": result.height,
-                "created": int(created)}
+                "created": int(shown.shown_at)})
+        return described
 
     async def _list(self, request: web.Request) -> web.Response:
         user, lang = await self._caller(request)
         offset = _number(request.query.get("offset", "0"), 0, LISTED, lang)
         rows = await self._results_of(user.id)
-        page = [await self._json(user.id, rid, s, res, at, lang) for rid, s, at, res in rows[offset:offset + PAGE]]
+        page = await self._described(user.id, rows[offset:offset + PAGE], lang)
         styles = [{"name": n, "title": self.st.styles.display(n, lang)} for n in self.st.styles.ordered]
         return _json({"lang": lang, "results": page, "more": offset + PAGE < len(rows), "styles": styles})
 
     async def _one(self, request: web.Request) -> web.Response:
         user, lang = await self._caller(request)
         rid = request.match_info["id"]
-        shown, result = await self._find(user.id, rid, lang)
-        created = next((at for r, _, at in await self.st.buttons.shown_in(user.id, LISTED) if r == rid), time.time())
-        return _json({"result": await self._json(user.id, rid, shown, result, created, lang)})
+        (described,) = await self._described(user.id, [(rid, *await self._find(user.id, rid, lang))], lang)
+        return _json({"result": described})
 
     async def _styles(self, request: web.Request) -> web.Response:
         """The result's photo in every installed style, small: those drawn, and a null for the rest."""
@@ -187,7 +194,7 @@ class WebApp:
         rid = request.match_info["id"]
         shown, _ = await self._find(user.id, rid, lang)
         names = list(self.st.styles.ordered)
-        keys = [result_key(shown.content_sha256, n, self.st.styles.version(n, PREVIEW_SETTINGS)) for n in names]
+        keys = [tile_key(self.st.styles, shown.content_sha256, n) for n in names]
         drawn = await self.st.cache.peek(keys)
         return _json({"styles": [{"name": n, "title": self.st.styles.display(n, lang),
                                   "image": self.links.image(user.id, rid, f"s.{n}") if key in drawn else None}
@@ -226,7 +233,7 @@ class WebApp:
         settings = replace(shown.settings, **{**PLAIN, **STICKER}) if body["as"] == "sticker" else shown.settings
         return await self._start(await self._request(user.id, lang, shown, shown.style, settings, deliver="chat"))
 
-    async def _request(self, user_id: int, lang: str, shown: ShownResult, style: str, settings: Any,
+    async def _request(self, user_id: int, lang: str, shown: ShownResult, style: str, settings: ConvertSettings,
                        deliver: str = "app", preview: bool = False, styles: tuple[str, ...] = ()) -> Request:
         file_id = await self.st.cache.file_id_of(shown.content_sha256)
         if file_id is None:
@@ -265,8 +272,8 @@ class WebApp:
             return _json(await self._job_from_journal(job_id, user.id, lang))
         result = None
         if job.result:
-            shown, found = await self._find(user.id, job.result, lang)
-            result = await self._json(user.id, job.result, shown, found, time.time(), lang)
+            (result,) = await self._described(user.id, [(job.result, *await self._find(user.id, job.result, lang))],
+                                              lang)
         # Waiting on workers that are down (or a broker that is): the page says so rather than "next"
         stalled = job.ended_at is None and not self.st.runner.pool.healthy()[0]
         return _json({"state": job.state, "ahead": _ahead(job), "result": result, "error": job.error,
@@ -291,8 +298,8 @@ class WebApp:
         if req.deliver == "app" and not req.preview:
             shown = ShownResult(user_id, req.sources[0].sha256 or "", req.style, req.settings, req.sources[0].spoiler)
             rid = await self.st.buttons.id_for(shown)
-            if found := await self.st.cache.peek([self._key(shown)]):
-                result = await self._json(user_id, rid, shown, next(iter(found.values())), time.time(), lang)
+            if (found := await self._lookup(user_id, rid)) is not None:
+                (result,) = await self._described(user_id, [(rid, *found)], lang)
         return {"state": "done", "ahead": None, "result": result, "error": None, "stalled": False}
 
     # --- pictures -----------------------------------------------------------------------
@@ -315,7 +322,6 @@ class WebApp:
             thumbnail = await self.pictures.thumbnails.of(found.path)
             return web.Response(body=thumbnail, content_type="image/jpeg", headers=headers)
         return web.FileResponse(found.path, headers=headers)
-
 
 
 def _ahead(job: AppJob) -> int | None:

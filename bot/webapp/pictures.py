@@ -34,6 +34,11 @@ def drawing_key(styles: Styles, shown: ShownResult, **change: Any) -> str:
     return result_key(shown.content_sha256, shown.style, styles.version(shown.style, settings))
 
 
+def tile_key(styles: Styles, content_sha256: str, style: str) -> str:
+    """The cache key of a photo's small drawing in ``style``: a tile of /style's sheet, and of the page's styles."""
+    return result_key(content_sha256, style, styles.version(style, PREVIEW_SETTINGS))
+
+
 class Pictures:
     def __init__(self, cache: Cache, styles: Styles, originals: Originals) -> None:
         self.cache = cache
@@ -48,8 +53,7 @@ class Pictures:
         if variant == "base":
             return await self.cache.get(drawing_key(self.styles, shown, strength=100, keep_colours=False))
         if variant.startswith("s.") and (style := variant[2:]) in self.styles.names:
-            return await self.cache.get(result_key(shown.content_sha256, style,
-                                                   self.styles.version(style, PREVIEW_SETTINGS)))
+            return await self.cache.get(tile_key(self.styles, shown.content_sha256, style))
         if variant == "photo" and (drawn := await self.cache.peek([drawing_key(self.styles, shown)])):
             size = next(iter(drawn.values()))
             return await self.originals.photo(user_id, shown.content_sha256, size.width, size.height)
