@@ -176,8 +176,7 @@ class JobRunner:
             if failed:
                 self.desk.failed(req.job_id, failed[0].text(req.lang))
             if req.deliver != "chat":
-                sent = []
-                await self.desk.done(req, done)
+                sent = []  # the page shows it (the desk, below)
             elif req.preview:
                 sent = await self.sheets.send(req, sheet, done, failed, fetched)
             else:
@@ -195,7 +194,7 @@ class JobRunner:
             await asyncio.shield(self.journal.finish_job(req.job_id, "done" if answered else "failed", codes or None,
                                                          drawn=drawn))
             metrics.JOBS.labels("done" if answered else "cancelled" if codes == "cancelled" else "failed").inc()
-        if req.deliver == "chat" and sent:
+        if sent or req.deliver != "chat":
             await self.desk.done(req, done)
         await self.replies.remember(sent)
         verb = "sent" if req.deliver == "chat" else "kept for the Mini App"
