@@ -23,14 +23,15 @@ from PIL import Image
 from bot.webapp.auth import MAX_AGE_S, Unauthorized, check_init_data, from_header
 from bot.webapp.links import Links
 from inference.colour import blend
-from testkit.bot_harness import group_chat, private_chat
+from testkit.bot_harness import group_chat, private_chat, start_bot
 from testkit.bot_in_process import InProcessBot, bot_in_process, serving
 from testkit.fake_telegram import BOT_USER, TOKEN, Call, FakeTelegram
 from testkit.journal import drawn_by, journal_rows
-from testkit.redis_server import free_port
+from testkit.redis_server import RedisServer, free_port
 from testkit.replies import first_answer
 from testkit.wait import wait_for
 from testkit.webapp import Answer, call, init_data
+from testkit.worker_harness import start_worker
 from tests.conftest import synthetic_photo
 from weights.store import ModelStore
 
@@ -334,3 +335,35 @@ def test_after_a_restart_the_journal_says_how_the_pages_job_ended(tiny_store: Mo
             assert (state["result"]["strength"], state["result"]["keep_colours"]) == (70, True)
             assert after.get(f"/app/api/jobs/{job}", uid + 1).status == 404  # nobody else's, even from the journal
             assert [r["id"] for r in after.results(uid)] == [kept["id"], result["id"]]
+
+
+def test_scaled_out_the_pages_drawings_cross_redis_to_the_workers(redis_server: RedisServer, tiny_store: ModelStore,
+                                                                   tmp_path: Path) -> None:
+    """Two `animebot worker`s draw what the page asks for, through Celery over Redis; the chat hears nothing."""
+    uid, port = 6901, free_port()
+    env = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_RATE_PER_MINUTE": "0",
+           "ANIMEBOT_METRICS_PORT": str(port), "ANIMEBOT_WEBAPP_URL": URL, "ANIMEBOT_BROKER_URL": redis_server.url()}
+    with FakeTelegram() as fake:
+        workers = [start_worker(tmp_path / f"worker{i}", tiny_store.home, redis_server.url(), ANIMEBOT_BACKEND="onnxruntime",
+                                ANIMEBOT_STYLE="tiny") for i in range(2)]
+        bot = None
+        try:
+            bot = start_bot(fake, tmp_path / "bot", tiny_store.home, **env)
+            app = App(bot, fake, port)  # type: ignore[arg-type]  # a bot process reads the same
+            drawn_photo(app, uid, seed=69)
+            (first,) = app.results(uid)
+            chat_before = len(fake.messages_to(uid))
+            jobs = [app.post("/app/api/draw", uid, {"id": first["id"], "style": "tiny", "strength": strength,
+                                                    "keep_colours": False}).json()["job"] for strength in (30, 60)]
+            kept = [app.finished(job, uid)["result"] for job in jobs]
+            assert [r["strength"] for r in kept] == [30, 60] and app.picture(kept[1]["image"]).size == \
+                (first["width"], first["height"])
+            drew = "".join(worker.log() for worker in workers)
+            assert all(f"(job {job})" in drew for job in jobs), drew  # a worker drew each, not the bot
+            assert len(fake.messages_to(uid)) == chat_before
+            assert {r["id"] for r in app.results(uid)} == {first["id"], *(r["id"] for r in kept)}
+            assert "Traceback" not in bot.log() + drew
+        finally:
+            for process in (bot, *workers):
+                if process is not None:
+                    process.stop()
