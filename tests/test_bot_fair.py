@@ -86,7 +86,9 @@ def test_a_restart_with_a_full_queue_answers_everything_once_in_the_same_fair_or
         try:
             heavy = [fake.photo_message(*private_chat(7200 + u), jpeg(7200 + 10 * u + n))
                      for n in range(4) for u in range(3)]
-            fake.wait_for(lambda: any(picture(fake, m) for m in heavy), 300)
+            # One answered and its answer recorded: a kill in the milliseconds between Telegram's reply and the
+            # journal's commit may repeat that answer (bot/flow/runner.py says so), which is not what this tests.
+            fake.wait_for(lambda: any(picture(fake, m) and jobs_for(home, m) == ["done"] for m in heavy), 300)
             light = fake.photo_message(*private_chat(7299), jpeg(7299))
             fake.wait_for(lambda: jobs_for(home, light) in (["queued"], ["running"]), 60)  # taken on, not answered
             bot.kill9()
