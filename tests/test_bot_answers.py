@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from bot.chat import repeats
 from testkit.bot_harness import group_chat, private_chat
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.journal import all_handled, drawn_by
@@ -171,6 +172,33 @@ def test_ten_presses_of_one_button_give_one_answer_and_no_chat_noise(served: tup
     fake.wait_for(lambda: all_handled(bot.home, fake), 60)
     assert len(fake.calls_to("sendDocument", chat["id"])) == 1
     assert len(fake.messages_to(chat["id"])) == texts_before  # no "please wait" in the chat
+    assert drawn_by(bot.home, user["id"]) == 1  # the presses drew nothing
+
+
+def test_a_slow_double_tap_on_an_answer_from_the_cache_sends_one_copy(
+        served: tuple[InProcessBot, FakeTelegram], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first tap is answered from the cache in milliseconds, before the second tap arrives: the second
+    is told it was just sent. A press after the window is a new wish, and gets the file again."""
+    bot, fake = served
+    chat, user = private_chat(3052)
+    result = result_of(fake, fake.photo_message(chat, user, jpeg(52)))
+    data = next(d for d in buttons(result) if d.startswith("f:"))
+
+    def tap() -> str:
+        query_id = fake.press(user, message_of(result), data)["id"]
+        return str(fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery")
+                                          if c.params.get("callback_query_id") == query_id], 60)[0].params.get("text", ""))
+
+    # However slow this machine is, the second tap lands within the window; the third after it.
+    monkeypatch.setattr(repeats, "REPEAT_S", 3600.0)
+    tap()
+    fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 60)
+    assert tap() == "Sent just now: it is above."
+    assert len(fake.calls_to("sendDocument", chat["id"])) == 1
+    monkeypatch.setattr(repeats, "REPEAT_S", 0.0)
+    tap()
+    fake.wait_for(lambda: len(fake.calls_to("sendDocument", chat["id"])) == 2, 60)
+    fake.wait_for(lambda: all_handled(bot.home, fake), 60)
     assert drawn_by(bot.home, user["id"]) == 1  # the presses drew nothing
 
 

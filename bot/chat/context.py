@@ -22,6 +22,7 @@ from telegram.ext import CallbackContext, ContextTypes, ExtBot
 from bot.flow.access import Access
 from bot.updates.albums import AlbumCollector
 from bot.chat.i18n import pick_lang
+from bot.chat.repeats import Presses
 from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
 from bot.styles import Styles
@@ -42,7 +43,7 @@ class BotState:
     styles: Styles
     albums: AlbumCollector
     access: Access = field(default_factory=Access)
-    pressing: set[tuple[int, str]] = field(default_factory=set)  # (chat, button) presses being answered
+    presses: Presses = field(default_factory=Presses)  # button presses being answered, or just answered
     forgetting: Forgetting | None = None  # /forget (bot/flow/forgetting.py)
     keep_days: int = 30  # how long results and requests are kept (ANIMEBOT_KEEP_DAYS), for /privacy
     scaled_out: bool = False  # photos cross a broker (Redis), which /privacy says

@@ -81,15 +81,16 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
     """Act on the result a button sits under, as it was drawn (with ``change`` made to its settings: an
     avatar, a sticker, a cut-out of it), and only in the chat it was shown in.
 
-    A second press while the first is being answered is told so, and costs nothing.
+    A second press while the first is being answered, or just after, is told so, and costs nothing
+    (bot/chat/repeats.py).
     """
     st, query, lang = pressed.st, pressed.query, pressed.lang
     message = query.message
     press = (message.chat.id if message is not None else 0, str(query.data))
-    if press in st.pressing:  # checked and added with no await between: ten presses at once are ten updates at once
-        await answer_quietly(query, t(lang, "already_coming"))
+    if said := st.presses.claim(press):
+        await answer_quietly(query, t(lang, said))
         return
-    st.pressing.add(press)
+    answered = False
     try:
         shown = await st.buttons.find(result_id, message.chat.id) if message is not None else None
         style = st.styles.resolve(style_arg or shown.style) if shown is not None else None
@@ -101,7 +102,7 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
             await answer_quietly(query, t(lang, "button_expired"), alert=True)
             return
         original = getattr(message, "reply_to_message", None)
-        await st.runner.run(Request(
+        answered = await st.runner.run(Request(
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
             sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),),
@@ -109,7 +110,7 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
             as_document=as_document, query_id=query.id, styles=others,
         ))
     finally:
-        st.pressing.discard(press)
+        st.presses.release(press, answered)
 
 
 async def style_button(pressed: Pressed) -> None:
@@ -148,13 +149,13 @@ async def preview_button(pressed: Pressed) -> None:
         await answer_quietly(query, t(lang, "no_last_photo"), alert=True)
         return
     press = (message.chat.id, str(query.data))
-    if press in st.pressing:
-        await answer_quietly(query, t(lang, "already_coming"))
+    if said := st.presses.claim(press):
+        await answer_quietly(query, t(lang, said))
         return
-    st.pressing.add(press)
+    answered = False
     try:
         original = getattr(message, "reply_to_message", None)
-        await st.runner.run(Request(
+        answered = await st.runner.run(Request(
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang,
             style=await user_style(st, pressed.user), styles=tuple(st.styles.ordered), preview=True,
@@ -162,7 +163,7 @@ async def preview_button(pressed: Pressed) -> None:
             settings=PREVIEW_SETTINGS, query_id=query.id,
         ))
     finally:
-        st.pressing.discard(press)
+        st.presses.release(press, answered)
 
 
 async def lang_button(pressed: Pressed) -> None:

@@ -63,8 +63,9 @@ class JobRunner:
         self.recovery = Recovery(bot, pool, journal, replies, self.jobs, self._resume)
         self._stopping = False
 
-    async def run(self, req: Request) -> None:
-        """Take on and answer a new request; never raises for anything a user or Telegram can cause."""
+    async def run(self, req: Request) -> bool:
+        """Take on and answer a new request; never raises for anything a user or Telegram can cause.
+        Returns whether it was taken on (and so answered in its chat), not refused."""
         if self._stopping:  # its update stays unhandled, and is replayed at the next start
             raise asyncio.CancelledError
         req = self.admission.clip_lengths(req)
@@ -73,12 +74,14 @@ class JobRunner:
                 taken = await self.admission.take_on(req, await self.results.needs(req), held)
             if isinstance(taken, Refusal):
                 await self._refuse(req, taken)
-            elif taken is not None:
+                return False
+            if taken is not None:
                 req, reservation = taken
                 if req.query_id is not None:  # stop the button's spinner now, not after the drawing
                     with contextlib.suppress(TelegramError):
                         await self.bot.answer_callback_query(req.query_id)
                 await self._answer(req, recovered=False, reservation=reservation)
+            return taken is not None
 
     @property
     def stopping(self) -> bool:
