@@ -37,7 +37,7 @@ async def _bookkeeping(cache: Cache, n: int, rounds: int, holding: bool) -> floa
         key = result_key(sha, "hayao", "v1")
         started = time.perf_counter()
         await cache.put(key, sha, "hayao", b"r" * 2048, 4, 4)
-        await cache.remember_upload(f"U{i}", sha, f"FILE{i}")
+        await cache.remember_upload(i % 997, f"U{i}", sha, f"FILE{i}")
         if holding:
             await cache.hold(i % 997, sha, key)
         times.append(time.perf_counter() - started)
@@ -50,7 +50,7 @@ async def _fill(cache: Cache, users: int, photos: int) -> None:
             sha = f"{u:032x}{p:032x}"
             key = result_key(sha, "hayao", "v1")
             await cache.put(key, sha, "hayao", b"r" * 512, 4, 4)
-            await cache.remember_upload(f"U{u}-{p}", sha, f"FILE{u}-{p}")
+            await cache.remember_upload(10_000 + u, f"U{u}-{p}", sha, f"FILE{u}-{p}")
             await cache.hold(10_000 + u, sha, key)
 
 

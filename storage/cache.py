@@ -229,11 +229,13 @@ class Cache:
 
     # --- Telegram file identities ----------------------------------------------
 
-    async def remember_upload(self, file_unique_id: str, content_sha256: str, file_id: str) -> None:
-        """Remember which bytes a Telegram file holds, and how to fetch them again for a re-render."""
+    async def remember_upload(self, user_id: int, file_unique_id: str, content_sha256: str, file_id: str) -> None:
+        """Remember which bytes a Telegram file holds, how to fetch them again for a re-render, and that
+        ``user_id`` sent it (their /forget deletes it, another sender's copy of the same bytes stays)."""
         await self._db.execute(
-            "INSERT OR REPLACE INTO uploads (file_unique_id, content_sha256, file_id, seen_at) VALUES (?, ?, ?, ?)",
-            (file_unique_id, content_sha256, file_id, time.time()),
+            "INSERT INTO uploads (file_unique_id, user_id, content_sha256, file_id, seen_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT DO UPDATE SET file_id = excluded.file_id, seen_at = excluded.seen_at",
+            (file_unique_id, user_id, content_sha256, file_id, time.time()),
         )
         await self._db.commit()
 

@@ -35,7 +35,7 @@ class Erased:
 
     results: int = 0  # results deleted, with their files
     kept: int = 0  # results another user asked for too: only this user's link to each went
-    photos: int = 0  # photos whose records went (what Telegram calls them, their hash)
+    photos: int = 0  # photos whose records went (what Telegram calls their files, their hash), all or the user's own
     requests: int = 0  # stored requests (journal jobs)
     updates: int = 0  # journal rows of updates they sent whose contents were deleted
     buttons: int = 0  # result buttons
@@ -127,17 +127,25 @@ class Erasures:
         async with db.execute("SELECT content_sha256, result_key FROM holdings WHERE user_id = ?", (uid,)) as cur:
             held = await cur.fetchall()
         await db.execute("DELETE FROM holdings WHERE user_id = ?", (uid,))
-        results = kept = photos = buttons = 0
+        results = kept = buttons = 0
         for key in sorted({key for _, key in held if key}):
             if await _held(db, "result_key", key):
                 kept += 1
             else:
                 results += await drop_results(db, self.results_dir, "key = ?", (key,))
+        photos: set[str] = set()  # whose records (Telegram's ids, the hash) went
+        async with db.execute("SELECT DISTINCT content_sha256 FROM uploads WHERE user_id = ?", (uid,)) as cur:
+            photos.update(row[0] for row in await cur.fetchall())
+        await db.execute("DELETE FROM uploads WHERE user_id = ?", (uid,))
         for sha in sorted({sha for sha, _ in held}):
-            if await _held(db, "content_sha256", sha):  # someone else sent it too: only this user's buttons go
+            if await _held(db, "content_sha256", sha):  # someone else sent it too: only this user's part goes
+                # A file id an older release kept without its sender may be this user's: it goes too.
+                if (await db.execute("DELETE FROM uploads WHERE content_sha256 = ? AND user_id = 0", (sha,))).rowcount:
+                    photos.add(sha)
                 continue
             results += await drop_results(db, self.results_dir, "content_sha256 = ?", (sha,))
-            photos += (await db.execute("DELETE FROM uploads WHERE content_sha256 = ?", (sha,))).rowcount > 0
+            if (await db.execute("DELETE FROM uploads WHERE content_sha256 = ?", (sha,))).rowcount:
+                photos.add(sha)
             buttons += (await db.execute("DELETE FROM buttons WHERE content_sha256 = ?", (sha,))).rowcount
             await db.execute("UPDATE users SET last_photo = NULL WHERE last_photo = ?", (sha,))
         buttons += (await db.execute("DELETE FROM buttons WHERE chat_id = ?", (uid,))).rowcount
@@ -151,7 +159,7 @@ class Erasures:
             sets = tuple(row[0] for row in await cur.fetchall())
         await db.execute("DELETE FROM sticker_sets WHERE user_id = ?", (uid,))
         await db.execute("DELETE FROM stickers WHERE user_id = ?", (uid,))
-        return Erased(results, kept, photos, requests, updates, buttons, settings, sets)
+        return Erased(results, kept, len(photos), requests, updates, buttons, settings, sets)
 
 
 def _erased(summary: str) -> Erased:

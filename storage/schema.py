@@ -198,8 +198,34 @@ CREATE TABLE stickers (
 CREATE INDEX stickers_set ON stickers(set_name);
 """
 
+_UPLOADERS = """
+-- Who sent each Telegram file: two users can send the same bytes as files of their own (one photo saved
+-- and sent again), and /forget deletes the file ids of the user forgotten while the other's stay. A file
+-- forwarded from one user to another is the same file, held by each. user_id 0: an older release kept it,
+-- and the stored requests do not say who sent it (/forget deletes those with the photo's user's own).
+CREATE TABLE uploads_by_user (
+    file_unique_id TEXT NOT NULL,
+    user_id INTEGER NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    file_id TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (file_unique_id, user_id)
+);
+INSERT OR IGNORE INTO uploads_by_user (file_unique_id, user_id, content_sha256, file_id, seen_at)
+    SELECT u.file_unique_id, j.user_id, u.content_sha256, u.file_id, u.seen_at
+      FROM uploads u JOIN jobs j ON json_valid(j.request), json_each(j.request, '$.sources') s
+     WHERE json_extract(s.value, '$.file_unique_id') = u.file_unique_id;
+INSERT OR IGNORE INTO uploads_by_user (file_unique_id, user_id, content_sha256, file_id, seen_at)
+    SELECT file_unique_id, 0, content_sha256, file_id, seen_at FROM uploads
+     WHERE file_unique_id NOT IN (SELECT file_unique_id FROM uploads_by_user);
+DROP TABLE uploads;
+ALTER TABLE uploads_by_user RENAME TO uploads;
+CREATE INDEX uploads_content ON uploads(content_sha256);
+CREATE INDEX uploads_user ON uploads(user_id);
+"""
+
 STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS,
-                          _PRIVACY, _STICKERS)
+                          _PRIVACY, _STICKERS, _UPLOADERS)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

@@ -21,7 +21,7 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         assert stored.path.read_bytes() == b"JPEGDATA"
         await cache.set_file_ids(key, media_file_id="PHOTO1")
         await cache.set_file_ids(key, document_file_id="DOC1")
-        await cache.remember_upload("uniq-1", "a" * 64, "FILE-1")
+        await cache.remember_upload(1, "uniq-1", "a" * 64, "FILE-1")
         await cache.close()
 
         again = await Cache.open(tmp_path / "bot.db", tmp_path / "results")

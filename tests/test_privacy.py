@@ -122,6 +122,33 @@ def test_a_result_another_user_asked_for_too_stays_theirs(served: tuple[InProces
     assert drawn_by(bot.home, bob["id"]) == 0  # his first was Alice's drawing, shared
 
 
+def test_forget_deletes_the_users_own_file_ids_when_another_user_sent_the_same_bytes(
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
+    """Two users send the same JPEG as files of their own (different file ids, one hash): the first one's
+    /forget deletes their file ids, and only the second one's, which he needs, stay."""
+    bot, fake = served
+    (chat_a, alice), (chat_b, bob) = private_chat(770001111), private_chat(770001112)
+    data = synthetic_photo(seed=2703)
+    photo_a, _ = drawn(fake, chat_a, alice, data)
+    photo_b, answer_b = drawn(fake, chat_b, bob, data)
+    file_a, file_b = photo_a["photo"][-1], photo_b["photo"][-1]
+    assert file_a["file_unique_id"] != file_b["file_unique_id"]
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+
+    said = forget(fake, chat_a, alice)
+    assert "records of photos (Telegram's ids and their hashes): 1" in said
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert journal_rows(bot.home, "SELECT * FROM uploads WHERE file_unique_id = ? OR file_id = ?",
+                        file_a["file_unique_id"], file_a["file_id"]) == []
+    assert rows_naming(bot.home, Traces((file_a["file_id"], file_a["file_unique_id"]), alice["id"], b"")) == []
+    # Bob's own upload stays, so his buttons still fetch the photo: his avatar is drawn from it.
+    redraw = next(d for d in buttons(answer_b) if d.startswith("v:"))  # an avatar: drawn again from the photo
+    before, fetched = len(fake.calls_to("sendPhoto", chat_b["id"])), len(fake.calls_to("getFile"))
+    fake.press(bob, answer_b.result, redraw)
+    fake.wait_for(lambda: fake.calls_to("sendPhoto", chat_b["id"])[before:], 120)
+    assert [c.params.get("file_id") for c in fake.calls_to("getFile")[fetched:]] == [file_b["file_id"]]
+
+
 def test_after_forget_a_repeat_is_drawn_again_and_the_daily_quota_is_where_it_was(
         served: tuple[InProcessBot, FakeTelegram]) -> None:
     bot, fake = served

@@ -27,7 +27,7 @@ async def keep_photo(cache: Cache, journal: Journal, n: int, user_id: int) -> tu
     sha = f"{n:064x}"
     key = result_key(sha, "hayao", "v1")
     stored = await cache.put(key, sha, "hayao", b"result bytes %d" % n, 4, 4)
-    await cache.remember_upload(f"U{n}", sha, f"FILE{n}")
+    await cache.remember_upload(user_id, f"U{n}", sha, f"FILE{n}")
     await cache.hold(user_id, sha)
     await cache.hold(user_id, sha, key)
     await cache.set_last_photo(user_id, sha)
@@ -156,3 +156,37 @@ def test_what_an_older_release_kept_is_linked_to_its_users_and_erased_with_them(
     assert rows(db_path, "SELECT content_sha256 FROM uploads") == [(theirs,)]
     assert not (results / "1.jpg").exists() and (results / "2.jpg").exists()
     assert rows(db_path, "SELECT user_id, content_sha256 FROM holdings") == [(72, theirs)]
+
+
+def test_an_older_releases_file_ids_are_linked_to_whoever_sent_them_and_only_theirs_erased(tmp_path: Path) -> None:
+    """Before step 8 a file id named no sender: two users who sent the same bytes as files of their own
+    had one row each, with nothing to tell whose. At the upgrade each is linked to the user whose request
+    named it, so the first user's /forget deletes their file id and keeps the second's."""
+    from storage.erasure import Erasure, Erasures
+    from storage.schema import STEPS
+
+    db_path, results = tmp_path / "bot.db", tmp_path / "results"
+    sha = "c" * 64
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
+        db.executescript("".join(STEPS[:7]) + "PRAGMA user_version = 7;")
+        for n, user in ((1, 81), (2, 82)):
+            db.execute("INSERT INTO uploads VALUES (?, ?, ?, 0)", (f"U{n}", sha, f"FILE{n}"))
+            request = f'{{"v": 5, "sources": [{{"file_id": "FILE{n}", "file_unique_id": "U{n}"}}]}}'
+            db.execute("INSERT INTO jobs (job_id, chat_id, user_id, photos, request, state, created_at) VALUES"
+                       " (?, ?, ?, 1, ?, 'done', 0)", (str(n), user, user, request))
+            db.execute("INSERT INTO holdings VALUES (?, ?, '', 0)", (user, sha))
+        db.execute("INSERT INTO uploads VALUES ('U3', ?, 'FILE3', 0)", (sha,))  # no request names it
+
+    async def forget_81() -> None:
+        cache = await Cache.open(db_path, results)  # the upgrade
+        erasures = Erasures(cache.db, results)
+        erasure = Erasure(9, 81, 81, "en")
+        await erasures.begin(erasure)
+        erased = await erasures.erase(erasure, "key", 0, 0)
+        assert erased.photos == 1
+        await erasures.finish(erasure)
+        await cache.close()
+
+    asyncio.run(forget_81())
+    # The unknown sender's file id might have been the forgotten user's: it went with theirs.
+    assert rows(db_path, "SELECT file_unique_id, user_id, file_id FROM uploads") == [("U2", 82, "FILE2")]

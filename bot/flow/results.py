@@ -124,12 +124,11 @@ class Results:
         sha = await self.known_sha(src)
         version = self.version(src, style, req)
         if sha and (known := await self.known(result_key(sha, style, version))):
+            await self._received(req, src, sha)
             return Drawn(src, sha, style, known, from_cache=True)
         data = await self.data(req, src, fetched)
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
-        if src.file_unique_id:
-            await self.cache.remember_upload(src.file_unique_id, sha, src.file_id)
-            await self.cache.hold(req.user_id, sha)  # theirs even if it is never drawn
+        await self._received(req, src, sha)
         kind = await asyncio.to_thread(_kind_of, src, data)
         if req.preview and kind != "photo":  # a last "photo" remembered by an older release: a clip
             raise Failed("preview_needs_photo")
@@ -143,6 +142,14 @@ class Results:
         measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
         with self.admission.counted(req.user_id, measured.units - src.units if req.units else 0):
             return await self._draw_shared(req, measured, style, key, sha, data, job, status, reservation)
+
+    async def _received(self, req: Request, src: Source, sha: str) -> None:
+        """The user sent these bytes as this Telegram file (not a redraw of a result): the file and the
+        photo are theirs, even if it is never drawn, and their /forget erases both. Noted on a cache hit
+        too: a file forwarded from someone who later says /forget stays fetchable for this user."""
+        if src.file_unique_id:
+            await self.cache.remember_upload(req.user_id, src.file_unique_id, sha, src.file_id)
+            await self.cache.hold(req.user_id, sha)
 
     async def data(self, req: Request, src: Source, fetched: Fetched) -> bytes:
         """The photo's bytes, downloaded once for all of a request's drawings of it."""
