@@ -39,7 +39,7 @@ class OwnResult:
 
     key: str
     style: str
-    kind: str  # "photo", or the clip it was sent as: "animation", "video" or "video_note"
+    kind: str  # what it was sent as: "photo", "sticker", or a clip's "animation", "video" or "video_note"
     media_file_id: str
 
 
@@ -54,16 +54,6 @@ class LastPhoto:
 
 def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
     return f"{content_sha256}:{style}:{pipeline_version}"
-
-
-def _kind_of(key: str, filename: str) -> str:
-    """How a result was sent: a WebP is a sticker, any other still a photo; a clip's key says what it was sent as
-    (bot/flow/results.py puts ``|KIND:`` in a clip's version)."""
-    if filename.endswith((".webp", ".webm")):
-        return "sticker"
-    if not filename.endswith(".mp4"):
-        return "photo"
-    return next((kind for kind in ("video_note", "animation", "video") if f"|{kind}:" in key), "video")
 
 
 def _digest(key: str) -> str:
@@ -164,14 +154,16 @@ class Cache:
         await self._evict()
         return CachedResult(key, path, width, height, None, None, face_share)
 
-    async def set_file_ids(self, key: str, media_file_id: str | None = None,
-                           document_file_id: str | None = None) -> None:
-        """Remember what Telegram called our upload, so a repeat is sent by reference."""
-        await self._db.execute(
-            "UPDATE results SET media_file_id = COALESCE(?, media_file_id),"
-            " document_file_id = COALESCE(?, document_file_id) WHERE key = ?",
-            (media_file_id, document_file_id, key),
-        )
+    async def set_media(self, key: str, file_id: str, kind: str) -> None:
+        """Remember what Telegram called our upload of the result sent to be seen, and what it was sent as
+        (``photo``, ``sticker``, ``animation``, ``video``, ``video_note``): a repeat is sent by reference,
+        and inline mode offers it as that kind, the only one Telegram takes its file id as."""
+        await self._db.execute("UPDATE results SET media_file_id = ?, media_kind = ? WHERE key = ?", (file_id, kind, key))
+        await self._db.commit()
+
+    async def set_document(self, key: str, file_id: str) -> None:
+        """Remember what Telegram called our upload of the result as a file."""
+        await self._db.execute("UPDATE results SET document_file_id = ? WHERE key = ?", (file_id, key))
         await self._db.commit()
 
     async def total_bytes(self) -> int:
@@ -219,13 +211,14 @@ class Cache:
         """The results ``user_id`` asked for and was sent (so Telegram has a file id for them), newest
         first, ``limit`` from ``offset`` on, only of ``style`` when given; preview sheets are not results."""
         async with self._db.execute(
-            "SELECT r.key, r.style, r.filename, r.media_file_id FROM holdings h JOIN results r ON r.key = h.result_key"
-            " WHERE h.user_id = ? AND r.media_file_id IS NOT NULL AND r.style NOT LIKE '@%' AND (? IS NULL OR r.style = ?)"
+            "SELECT r.key, r.style, r.media_kind, r.media_file_id FROM holdings h JOIN results r ON r.key = h.result_key"
+            " WHERE h.user_id = ? AND r.media_file_id IS NOT NULL AND r.media_kind IS NOT NULL AND r.style NOT LIKE '@%'"
+            " AND (? IS NULL OR r.style = ?)"
             " ORDER BY h.used_at DESC, r.key LIMIT ? OFFSET ?",
             (user_id, style, style, limit, offset),
         ) as cur:
             rows = await cur.fetchall()
-        return [OwnResult(key, style_, _kind_of(key, filename), file_id) for key, style_, filename, file_id in rows]
+        return [OwnResult(key, style_, kind, file_id) for key, style_, kind, file_id in rows]
 
     # --- Telegram file identities ----------------------------------------------
 

@@ -224,8 +224,20 @@ CREATE INDEX uploads_content ON uploads(content_sha256);
 CREATE INDEX uploads_user ON uploads(user_id);
 """
 
+_MEDIA_KINDS = """
+-- What each result was sent as (photo, animation, video, video_note or sticker): Telegram never lets a file
+-- id change type, so inline mode offers it as that. An older release guessed a clip's kind from its key,
+-- which an animated avatar (drawn from a video, sent as an animation) belied: the file ids of clips are
+-- forgotten, so the next send uploads each once more, and says what it is.
+ALTER TABLE results ADD COLUMN media_kind TEXT;
+UPDATE results SET media_kind = CASE WHEN filename LIKE '%.webp' OR filename LIKE '%.webm' THEN 'sticker'
+                                     ELSE 'photo' END
+ WHERE media_file_id IS NOT NULL AND filename NOT LIKE '%.mp4';
+UPDATE results SET media_file_id = NULL WHERE filename LIKE '%.mp4';
+"""
+
 STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS,
-                          _PRIVACY, _STICKERS, _UPLOADERS)
+                          _PRIVACY, _STICKERS, _UPLOADERS, _MEDIA_KINDS)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

@@ -41,7 +41,9 @@ STICKER_MAX_BYTES = 512 * 1024
 VIDEO_STICKER_MAX_BYTES = 256 * 1024
 STICKERS_IN_SET = 120
 SET_NAME = re.compile(r"^[A-Za-z](?!.*__)[A-Za-z0-9_]{0,63}\Z")
-CACHED_FILE_FIELDS = ("photo_file_id", "mpeg4_file_id", "video_file_id", "sticker_file_id", "document_file_id")
+# An inline result's cached file fields, and the kind of file each must be.
+CACHED_FILE_FIELDS = {"photo_file_id": "photo", "mpeg4_file_id": "animation", "video_file_id": "video",
+                      "sticker_file_id": "sticker", "document_file_id": "document"}
 
 
 class ApiError(Exception):
@@ -85,6 +87,7 @@ class StoredFile:
     file_id: str
     unique_id: str
     path: str
+    kind: str = ""  # what the bot first sent it as (photo, animation, ...): Telegram never lets that change
 
 
 class FakeTelegram:
@@ -314,12 +317,13 @@ class FakeTelegram:
             msg["reply_markup"] = params["reply_markup"]
         return msg
 
-    def _media(self, value: Any, files: dict[str, bytes], suffix: str) -> tuple[StoredFile, bool]:
-        """The file a send method refers to, and whether it was uploaded (not a file_id)."""
-        if isinstance(value, bytes):
-            return self.store_file(value, suffix), True
-        if isinstance(value, str) and value.startswith("attach://"):
-            return self.store_file(files[value[len("attach://"):]], suffix), True
+    def _media(self, value: Any, files: dict[str, bytes], suffix: str, kind: str = "") -> tuple[StoredFile, bool]:
+        """The file a send method refers to, and whether it was uploaded (not a file_id); an upload is
+        of the ``kind`` the method sends."""
+        if isinstance(value, bytes) or isinstance(value, str) and value.startswith("attach://"):
+            uploaded = self.store_file(value if isinstance(value, bytes) else files[value[len("attach://"):]], suffix)
+            uploaded.kind = kind
+            return uploaded, True
         known = self.files.get(str(value))
         if known is None:
             raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
@@ -382,6 +386,10 @@ class FakeTelegram:
         for r in results:
             if not any(str(r.get(f)) in self.files for f in CACHED_FILE_FIELDS if f in r):
                 raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
+            for field, kind in CACHED_FILE_FIELDS.items():  # a file id is offered only as what it was sent as
+                known = self.files.get(str(r.get(field)))
+                if known is not None and known.kind not in ("", kind):
+                    raise ApiError(400, f"Bad Request: can't use file of type {known.kind} as {kind}")
         return True
 
     # --- sticker sets, as Telegram checks them -------------------------------------------------
@@ -498,7 +506,7 @@ class FakeTelegram:
         return True
 
     def _m_sendSticker(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
-        f, _ = self._media(files.get("sticker", params.get("sticker")), files, ".webp")
+        f, _ = self._media(files.get("sticker", params.get("sticker")), files, ".webp", "sticker")
         video = f.data[:4] == b"\x1a\x45\xdf\xa3"  # Matroska/WebM
         w, h = self._sticker_file(f.data, "video" if video else "static")
         set_name = next((n for n, s in self.sticker_sets.items()
@@ -562,18 +570,18 @@ class FakeTelegram:
         return True
 
     def _m_sendPhoto(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
-        f, _ = self._media(files.get("photo", params.get("photo")), files, ".jpg")
+        f, _ = self._media(files.get("photo", params.get("photo")), files, ".jpg", "photo")
         w, h = Image.open(io.BytesIO(f.data)).size
         extra = {"caption": params["caption"]} if params.get("caption") else {}
         return self._bot_message(params, photo=[_photo_size(f, w, h)], **extra)
 
     def _m_sendDocument(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
-        f, _ = self._media(files.get("document", params.get("document")), files, ".jpg")
+        f, _ = self._media(files.get("document", params.get("document")), files, ".jpg", "document")
         return self._bot_message(params, document={"file_id": f.file_id, "file_unique_id": f.unique_id,
                                                    "file_size": len(f.data), "file_name": "anime.jpg"})
 
     def _sent_clip(self, params: dict[str, Any], files: dict[str, bytes], field: str) -> Any:
-        f, _ = self._media(files.get(field, params.get(field)), files, ".mp4")
+        f, _ = self._media(files.get(field, params.get(field)), files, ".mp4", field)
         w, h, seconds = _clip_shape(f.data)
         body = {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(f.data), "duration": seconds}
         body.update({"length": w} if field == "video_note" else {"width": w, "height": h})
@@ -593,7 +601,7 @@ class FakeTelegram:
         group = f"MG{next(self._file_ids)}"
         out = []
         for item in params["media"]:
-            f, _ = self._media(item["media"], files, ".jpg")
+            f, _ = self._media(item["media"], files, ".jpg", "photo")
             w, h = Image.open(io.BytesIO(f.data)).size
             out.append(self._bot_message(params, photo=[_photo_size(f, w, h)], media_group_id=group))
         return out

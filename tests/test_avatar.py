@@ -23,6 +23,7 @@ from testkit.bot_harness import private_chat
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.fake_telegram import Call, FakeTelegram
+from testkit.journal import settled
 from testkit.replies import buttons, first_answer
 from tests.conftest import DET_FILE, PHOTOS, synthetic_photo
 from tests.test_privacy import BOT_ENV
@@ -97,7 +98,7 @@ def test_an_avatar_of_a_group_photo_is_its_largest_face_with_the_head_inside_the
 def test_a_clip_avatar_is_a_silent_square_animation_and_its_file(tiny_bot: tuple[InProcessBot, FakeTelegram]) -> None:
     """Avatar under a drawn video: an animated profile photo, square (the centre, with no face), silent,
     at most the clip limit long, sent to look at and as the file."""
-    _, fake = tiny_bot
+    bot, fake = tiny_bot
     chat, user = private_chat(770004002)
     clip = mp4(pan_frames(synthetic_photo(seed=3011), 15, (320, 240)), 15.0, sound_s=1.0)  # a second: one photo of the quota
     fake.clip_message(chat, user, clip, kind="video")
@@ -108,3 +109,11 @@ def test_a_clip_avatar_is_a_silent_square_animation_and_its_file(tiny_bot: tuple
     facts = read_back(fake.sent_file(file, "document"))
     assert facts["size"] == (240, 240) and facts["audio"] is None and float(facts["seconds"]) <= 10.0 + 1e-3, facts
     assert fake.sent_file(shown, "animation") == fake.sent_file(file, "document")
+    # Inline mode offers each file as what it was sent as (Telegram refuses a file id as another type, and
+    # with it the whole answer): the video as a video, the animated avatar as an animation.
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    asked = fake.inline_query(user)
+    answer = fake.wait_for(lambda: [c for c in fake.calls_to("answerInlineQuery")
+                                    if c.params.get("inline_query_id") == asked["id"]], 60)[0]
+    offered = {(r["type"], r.get("video_file_id") or r.get("mpeg4_file_id")) for r in answer.params["results"]}
+    assert offered == {("video", result.result["video"]["file_id"]), ("mpeg4_gif", shown.result["animation"]["file_id"])}

@@ -19,8 +19,8 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         assert await cache.get(key) is None
         stored = await cache.put(key, "a" * 64, "hayao", b"JPEGDATA", 720, 480)
         assert stored.path.read_bytes() == b"JPEGDATA"
-        await cache.set_file_ids(key, media_file_id="PHOTO1")
-        await cache.set_file_ids(key, document_file_id="DOC1")
+        await cache.set_media(key, "PHOTO1", "photo")
+        await cache.set_document(key, "DOC1")
         await cache.remember_upload(1, "uniq-1", "a" * 64, "FILE-1")
         await cache.close()
 

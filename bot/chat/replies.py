@@ -106,15 +106,11 @@ class Replies:
         """Keep what Telegram calls our uploads, so a repeat is sent by reference."""
         for d, msg in sent:
             res = d.result
-            media = msg.animation or msg.video or msg.video_note  # a clip's file_id is kept as its "photo" one
-            if msg.sticker and msg.sticker.file_id != res.media_file_id:  # a sticker's, for inline mode
-                await self.cache.set_file_ids(res.key, media_file_id=msg.sticker.file_id)
-            if d.source.clip and media is not None and media.file_id != res.media_file_id:
-                await self.cache.set_file_ids(res.key, media_file_id=media.file_id)
-            if msg.photo and msg.photo[-1].file_id != res.media_file_id:
-                await self.cache.set_file_ids(res.key, media_file_id=msg.photo[-1].file_id)
+            media = sent_as(msg)
+            if media is not None and media[0] != res.media_file_id:
+                await self.cache.set_media(res.key, *media)
             if msg.document and msg.document.file_id != res.document_file_id:
-                await self.cache.set_file_ids(res.key, document_file_id=msg.document.file_id)
+                await self.cache.set_document(res.key, msg.document.file_id)
 
     async def say(self, req: Request, text: str, markup: InlineKeyboardMarkup | None = None) -> Message:
         return await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
@@ -300,3 +296,14 @@ class Replies:
                 log.info("job %s: %s's file_id refused (%s); uploading", req.job_id, res.key.split(":")[1], exc.message)
         data = await asyncio.to_thread(res.path.read_bytes)
         return await retrying(what, lambda: send(data))
+
+
+def sent_as(msg: Message) -> tuple[str, str] | None:
+    """The file id of what a message shows, and what Telegram took it as: a photo, a sticker or a clip (an
+    animation, a video, a video note); None for a message with none of these (a file, a text)."""
+    if msg.photo:
+        return msg.photo[-1].file_id, "photo"
+    for kind in ("sticker", "animation", "video", "video_note"):
+        if (media := getattr(msg, kind)) is not None:
+            return media.file_id, kind
+    return None
