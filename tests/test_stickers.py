@@ -23,6 +23,7 @@ import pytest
 from PIL import Image
 
 from inference import sticker
+from bot.chat import repeats
 from testkit.bot_harness import group_chat, private_chat, start_bot
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.clip_maker import mp4, pan_frames
@@ -106,7 +107,9 @@ def set_of(fake: FakeTelegram, sent: Call) -> str:
     return name
 
 
-def test_stickers_go_into_the_users_own_set_once_each(served: tuple[InProcessBot, FakeTelegram]) -> None:
+def test_stickers_go_into_the_users_own_set_once_each(served: tuple[InProcessBot, FakeTelegram],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(repeats, "REPEAT_S", 0.0)  # a press again on purpose: a person's comes seconds later
     bot, fake = served
     chat, user = private_chat(770005001)
     _, first = drawn(fake, chat, user, synthetic_photo(seed=3101))
@@ -153,8 +156,30 @@ def test_a_full_set_moves_on_and_a_deleted_one_is_made_again(served: tuple[InPro
     assert next_name not in fake.sticker_sets and len(fake.sticker_sets[remade]["stickers"]) == 2
 
 
-def test_a_group_member_with_no_private_chat_gets_the_sticker_and_a_link_to_start_one(
+def test_after_forget_stickers_go_into_the_newest_set_past_a_deleted_first_one(
         served: tuple[InProcessBot, FakeTelegram]) -> None:
+    """Set 1 deleted by its owner, set 2 full, set 3 being filled: after /forget the next sticker goes into
+    set 3, found by name, and no set 1 is made again."""
+    _, fake = served
+    chat, user = private_chat(770005005)
+    names = []
+    for n, seed in enumerate((3501, 3502, 3503)):
+        _, result = drawn(fake, chat, user, synthetic_photo(seed=seed))
+        names.append(set_of(fake, press_sticker(fake, chat, user, result)))
+        if n < 2:  # filled elsewhere: the next sticker starts the next set
+            filler = fake.sticker_sets[names[-1]]["stickers"][0]
+            fake.sticker_sets[names[-1]]["stickers"] += [dict(filler) for _ in range(STICKERS_IN_SET - 1)]
+    assert [name.split("_")[0] for name in names] == ["anime1", "anime2", "anime3"]
+    fake.sticker_sets.pop(names[0])  # its owner deletes the first set with @Stickers
+    forget(fake, chat, user)
+    _, later = drawn(fake, chat, user, synthetic_photo(seed=3504))
+    assert set_of(fake, press_sticker(fake, chat, user, later)) == names[2]
+    assert names[0] not in fake.sticker_sets and len(fake.sticker_sets[names[2]]["stickers"]) == 2
+
+
+def test_a_group_member_with_no_private_chat_gets_the_sticker_and_a_link_to_start_one(
+        served: tuple[InProcessBot, FakeTelegram], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(repeats, "REPEAT_S", 0.0)  # pressed again after /start: a person's takes seconds
     _, fake = served
     group = group_chat(770005009)
     member = {"id": 770005003, "is_bot": False, "first_name": "Member", "language_code": "en"}

@@ -142,6 +142,10 @@ class Stickers:
         uploaded = await self._upload(req, result, kind)
         sticker = InputSticker(uploaded, [EMOJI], format=kind)
         current = await self.book.current(user, kind)
+        if current is None:  # none known: a new user's first, or sets the bot forgot (/forget, the sweep)
+            current = await self._latest(req, kind, 1)
+            if current is not None:
+                await self.book.made(user, current)
         for _ in range(3):  # at most: the set is gone, then its successor's name is taken
             if current is not None and not current.full:
                 stickers = await self._stickers_of(req, current.name)
@@ -169,18 +173,18 @@ class Stickers:
             except BadRequest as exc:
                 if "occupied" not in exc.message.lower():
                     raise
-                # It exists, though the bot had forgotten it (/forget, the sweep): fill on the user's latest set.
-                current = await self._latest(req, kind, number)
+                # It exists, though the bot had forgotten it: fill on the user's latest set.
+                current = await self._latest(req, kind, number) or StickerSet(name, kind, number, FULL)
                 await self.book.made(user, current)
                 continue
             await self.book.made(user, StickerSet(name, kind, number, 1))
             return await self._landed(req, key, name)
         raise BadRequest("no sticker set could be made or found")
 
-    async def _latest(self, req: Request, kind: str, number: int) -> StickerSet:
-        """The user's latest set of ``kind`` on Telegram, from set ``number`` (which exists) on: the
-        numbers after it are looked up until ``GAP`` in a row are missing (sets their owner deleted),
-        so a forgotten user's stickers go on where they were, not into a set deleted in between."""
+    async def _latest(self, req: Request, kind: str, number: int) -> StickerSet | None:
+        """The user's latest set of ``kind`` on Telegram from set ``number`` on, None if there is none:
+        the numbers are looked up until ``GAP`` in a row are missing (sets their owner deleted), so a
+        forgotten user's stickers go on in their newest set, not into one they deleted earlier."""
         secret = await self._secret()
         latest: StickerSet | None = None
         missing, n = 0, number
@@ -192,7 +196,7 @@ class Stickers:
             else:
                 missing, latest = 0, StickerSet(name, kind, n, len(stickers))
             n += 1
-        return latest or StickerSet(self.set_name(req.user_id, kind, number, secret), kind, number, FULL)
+        return latest
 
     async def _upload(self, req: Request, result: CachedResult, kind: str) -> str:
         """The sticker's file, uploaded for the user; NotStarted when Telegram does not know them."""
