@@ -386,8 +386,8 @@ class FakeTelegram:
         for r in results:
             if not any(str(r.get(f)) in self.files for f in CACHED_FILE_FIELDS if f in r):
                 raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
-            for field, kind in CACHED_FILE_FIELDS.items():  # a file id is offered only as what it was sent as
-                known = self.files.get(str(r.get(field)))
+            for name, kind in CACHED_FILE_FIELDS.items():  # a file id is offered only as what it was sent as
+                known = self.files.get(str(r.get(name)))
                 if known is not None and known.kind not in ("", kind):
                     raise ApiError(400, f"Bad Request: can't use file of type {known.kind} as {kind}")
         return True
