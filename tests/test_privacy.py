@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from bot.service.metrics import REGISTRY
 from testkit.bot_harness import group_chat, private_chat, start_bot
+from testkit.clip_maker import mp4, pan_frames
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.fake_telegram import Call, FakeTelegram, flood
 from testkit.journal import drawn_by, journal_rows, settled
@@ -237,6 +239,25 @@ def test_forget_stops_a_photo_being_drawn_and_keeps_nothing_of_it(served: tuple[
     assert rows_naming(bot.home, Traces((sha, photo["photo"][-1]["file_id"]), user["id"], b"")) == []
     # The worker, let go, drew it for nobody: the next photo is drawn as ever.
     drawn(fake, chat, user, synthetic_photo(seed=2732))
+
+
+def test_a_clip_being_drawn_that_forget_stops_is_counted_as_cancelled(served: tuple[InProcessBot, FakeTelegram]) -> None:
+    """/forget stops a clip on its worker: the request and the clip each count as cancelled in /metrics."""
+    bot, fake = served
+    chat, user = private_chat(770001503)
+
+    def cancelled(counter: str) -> float:
+        return REGISTRY.get_sample_value(f"animebot_{counter}_total", {"outcome": "cancelled"}) or 0.0
+
+    before = cancelled("jobs"), cancelled("clips")
+    with held(*bot.worker_pids().values()):  # it is on the worker, and cannot finish before the /forget
+        clip = fake.clip_message(chat, user, mp4(pan_frames(synthetic_photo(seed=2741), 15, (320, 240)), 15.0), kind="video")
+        fake.wait_for(lambda: [c for c in fake.replies_to(clip) if is_status(c) and "Drawing" in c.params["text"]]
+                      or [c for c in fake.calls_to("editMessageText", chat["id"]) if "Drawing" in c.params["text"]], 60)
+        said = forget(fake, chat, user)
+    assert "photos being drawn, stopped: 1" in said
+    fake.wait_for(lambda: settled(bot.home, fake), 60)
+    assert (cancelled("jobs"), cancelled("clips")) == (before[0] + 1, before[1] + 1)
 
 
 def test_a_restart_in_the_middle_of_a_forget_finishes_it(tiny_store: ModelStore, tmp_path: Path) -> None:

@@ -226,6 +226,8 @@ class Results:
         except asyncio.CancelledError:
             if ticket.result.cancelled() and job.cancelled:  # Cancel pressed while it waited
                 raise Failed("cancelled") from None
+            if job.forgotten and order.clip is not None and ticket.started.is_set():  # /forget, mid-clip
+                metrics.CLIPS.labels("cancelled").inc()
             raise
         finally:
             marking.cancel()

@@ -135,6 +135,10 @@ class JobRunner:
                 summary = await self._run(req, job, reservation)
                 log.info("job %s: %s in %.2f s", req.job_id, summary, time.monotonic() - started)
                 metrics.JOB_S.observe(time.monotonic() - started)
+            except asyncio.CancelledError:
+                if job.forgotten:  # /forget stopped it where it was; a stop's jobs are answered after the restart
+                    metrics.JOBS.labels("cancelled").inc()
+                raise
             except Forbidden as exc:
                 log.warning("job %s: cannot answer, Telegram says %s", req.job_id, exc.message)
                 await self.journal.finish_job(req.job_id, "failed", "forbidden")

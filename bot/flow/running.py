@@ -22,6 +22,7 @@ class RunningJob:
     user_id: int
     tickets: list[Ticket] = field(default_factory=list)
     cancelled: bool = False  # its user pressed Cancel
+    forgotten: bool = False  # stopped by its user's /forget: counted as cancelled, never answered
 
     def waiting(self) -> bool:
         """Whether a photo of it is still queued, not yet on a worker."""
@@ -54,9 +55,11 @@ class RunningJobs:
     async def stop_all_of(self, user_id: int) -> int:
         """/forget: stop every job of ``user_id`` where it is (waiting, downloading, drawing) and wait
         until each has ended; return how many there were. Their photos leave the pool with them."""
-        tasks = [job.task for job in self._jobs.values() if job.user_id == user_id]
-        for task in tasks:
-            task.cancel()
+        jobs = [job for job in self._jobs.values() if job.user_id == user_id]
+        for job in jobs:
+            job.forgotten = True
+            job.task.cancel()
+        tasks = [job.task for job in jobs]
         await asyncio.gather(*tasks, return_exceptions=True)
         return len(tasks)
 
