@@ -89,9 +89,10 @@ def convert_clip(data: bytes, model: Stylizer, settings: ClipSettings = ClipSett
                  finder: FaceDetector | None = None) -> ConvertedClip:
     """Draw a clip. ``progress(done, total)`` hears of each frame written; ``cancelled()`` is asked
     before each frame is drawn, and True stops the work with :class:`ClipCancelled`. A video sticker
-    (``settings.cut``) is cut out of each frame by ``segmenter``, or by an oval without one; an
-    avatar (``settings.avatar``) is the square around the largest face ``finder`` sees in the first
-    frame (the centre without one), as inference/avatar.py cuts a photo's.
+    (``settings.cut``) is cut out of each frame by ``segmenter`` where it and ``finder`` see a person
+    in the first frame, or else by an oval; an avatar (``settings.avatar``) is the square around the
+    largest face ``finder`` sees in the first frame (the centre without one), as inference/avatar.py
+    cuts a photo's.
 
     Raises :class:`~inference.clip_io.ClipError` for a file that is not a clip we can draw.
     """
@@ -131,7 +132,7 @@ def convert_clip(data: bytes, model: Stylizer, settings: ClipSettings = ClipSett
 
     sound, cut = None, ""
     if settings.cut:
-        cut_frames, cut = cut_out_frames(frames(), segmenter)
+        cut_frames, cut = cut_out_frames(frames(), segmenter, finder)
         out = clip_io.write_webm(cut_frames, clip.fps, sticker.VIDEO_MAX_BYTES)
     elif settings.fmt == "gif":
         out = clip_io.write_gif((shown for _, shown in frames()), clip.fps)
@@ -160,18 +161,21 @@ def avatar_plan(data: bytes, info: ClipInfo, settings: ClipSettings, finder: Fac
     return replace(square, crop=box)
 
 
-def cut_out_frames(drawn: Iterator[tuple[np.ndarray, np.ndarray]],
-                   segmenter: Segmenter | None) -> tuple[list[np.ndarray], str]:
+def cut_out_frames(drawn: Iterator[tuple[np.ndarray, np.ndarray]], segmenter: Segmenter | None,
+                   finder: FaceDetector | None = None) -> tuple[list[np.ndarray], str]:
     """Each drawn frame with the person cut out of it and outlined (RGBA), and how: the first frame
-    decides person, person rounded by the oval, or the oval (no one there, or no segmenter), and
-    every frame is cut that way, so the sticker's shape never jumps as it loops."""
+    decides person, person rounded by the oval, or the oval (no one there, as its mask and the faces
+    ``finder`` sees in it say, or no segmenter), and every frame is cut that way, so the sticker's
+    shape never jumps as it loops."""
     out: list[np.ndarray] = []
     how = ""
     oval: np.ndarray | None = None
     for photo, anime in drawn:
         h, w = anime.shape[:2]
         mask = segmenter.mask(photo) if segmenter is not None and how != "oval" else None
-        how = how or sticker.how_to_cut(mask)
+        if not how:
+            faces = [f.box for f in finder.detect(photo)] if finder is not None and mask is not None else None
+            how = sticker.how_to_cut(mask, faces)
         if how == "oval":
             oval = oval if oval is not None else sticker.cut_by(None, w, h, how)[0]
             alpha = oval

@@ -131,7 +131,7 @@ class Drawer:
                 model = self.model(order.style)
                 self._release_others(model, None)
                 cutter = self._cutter(order.settings) if order.clip.cut else None
-                finder = self._finder(order.settings, None) if order.clip.avatar else None
+                finder = self._finder(order.settings, None)
                 return convert_clip(order.data, model, order.clip, progress, cancelled, cutter, finder).as_converted()
             tools = self.face_tools(order.style) if order.settings.faces else None
             model = self.model(order.style)
@@ -174,9 +174,10 @@ class Drawer:
             return None
 
     def _finder(self, settings: ConvertSettings, tools: FaceTools | None) -> FaceDetector | None:
-        """The detector an avatar or sticker is cut by: the face pass's, or for a style with no face pass
-        (sketch) the one detector; None when neither is asked for, or no detector is installed (the
-        avatar is then the photo's centre, the sticker the whole photo)."""
+        """The detector an avatar or sticker is cut by (a sticker's crop, and whether it has a person to
+        cut out): the face pass's, or for a style with no face pass (sketch) or a clip the one detector;
+        None when neither is asked for, or no detector is installed (the avatar is then the photo's
+        centre, the sticker the whole photo, its mask alone saying whether it is a person)."""
         if not (settings.avatar or settings.cut):
             return None
         if tools is not None:

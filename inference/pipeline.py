@@ -198,7 +198,8 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     given; without them the result is exactly the whole-image pass. An avatar
     (``settings.avatar``) or a sticker (``settings.cut``) finds its face with
     ``finder``, or without one takes the photo's centre or the whole photo; a
-    sticker is cut out by ``segmenter``, or without one by an oval.
+    sticker is cut out by ``segmenter`` where it and ``finder`` agree there is
+    a person (:func:`sticker.how_to_cut`), or else by an oval.
     """
     t0 = time.perf_counter()
     faces_on = settings.faces and face_tools is not None
@@ -215,15 +216,19 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     input_size = photo.info.get("source_size", photo.size)
     frames = photo.info.get("frames", 1)
     to_file = input_size[0] / photo.width  # undoes a reduced decode, for the faces' boxes
+    seen: list[sticker.Box] | None = None  # the faces a sticker's cut is decided by; None: no detector
+    box = (0, 0, *photo.size)  # the part of the photo drawn
     if settings.avatar or settings.cut:
-        found = finder.detect(np.asarray(photo)) if finder is not None else []
-        face = subject(photo.size, [f.box for f in found])
+        seen = [f.box for f in finder.detect(np.asarray(photo))] if finder is not None else None
+        face = subject(photo.size, seen or [])
         box = avatar_square(photo.size, face) if settings.avatar else sticker.subject_box(photo.size, face)
         part = photo.crop(box)
         # the crop in the file's own pixels, which resize goes by
         part.info = {**photo.info, "source_size": (round(part.width * to_file), round(part.height * to_file))}
         photo = part
     small = resize(photo, settings.max_side)
+    if seen is not None:
+        seen = sticker.in_crop(seen, box, small.width / photo.width)
     # The face pass reads the decoded photo as an array; the decoded image itself goes now, so a
     # 16 MP photo is held once (48 MB) while the model runs, and not at all without the pass.
     original = np.asarray(photo) if faces_on else None
@@ -262,7 +267,7 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     cut, size = "", small.size
     if settings.cut:
         mask = segmenter.mask(np.asarray(small)) if segmenter is not None else None
-        alpha, how = sticker.person_alpha(mask, *small.size)
+        alpha, how = sticker.person_alpha(mask, *small.size, seen)
         cut = "oval" if how == "oval" else "person"
         person = sticker.cut_out(anime, alpha)
         picture = sticker.sticker(person) if settings.cut == "sticker" else person

@@ -7,7 +7,11 @@ people near the camera, not a wide group photo), then drawn as any photo
 is, and the segmentation of the same crop becomes the drawing's alpha.
 
 Without the segmentation model the cut is an oval around the head and
-shoulders: clean, if not the person's own outline.
+shoulders: clean, if not the person's own outline. With it, the oval too
+wherever there is no one to cut out: the model calls much that is no person
+"person" (a cup of coffee, a cat), so the person's own outline is used only
+where the face detector saw a face the mask covers and the mask is sure of
+itself (:func:`is_person`; docs/faces.md has the numbers it was set by).
 
 The sticker itself follows the usual look of Telegram stickers: a white
 outline around the person and a soft shadow under it, 512 px on its longer
@@ -44,9 +48,20 @@ MIN_PERSON_SHARE = 0.05
 # A cut that keeps more than this of the crop found no edge to cut along (the person fills the photo, or
 # the whole frame is "person"): it is rounded by the oval too, so the sticker is not a plain rectangle.
 FILLED_SHARE = 0.8
+# Whether the mask is a person's (docs/faces.md, "A sticker's cut: is there a person?"): of the pixels it
+# leans to "person" (above 0.5), at least SURE_SHARE are above SURE; a person's masks measured 0.87-0.99, a
+# cup of coffee's 0.55, other photos with no one 0.0-0.53. A cat's face (0.83) and a retina (0.92) pass,
+# so a face the detector found is asked for too, covered by the mask (FACE_COVERED of its box on average).
+SURE, SURE_SHARE = 0.9, 0.75
+FACE_COVERED = 0.5
+# A sticker's alpha (of 255) from which a pixel is seen: the white outline goes round every such pixel,
+# and anything fainter (a resize's ringing round a hard edge) is cleared, so nothing shows beyond it.
+VISIBLE = 16
+
+Box = tuple[float, float, float, float]
 
 
-def subject_box(size: tuple[int, int], face: tuple[float, float, float, float] | None) -> tuple[int, int, int, int]:
+def subject_box(size: tuple[int, int], face: Box | None) -> tuple[int, int, int, int]:
     """The crop (left, top, right, bottom) of a ``size`` photo for a sticker of ``face``: the head
     with hair, and the shoulders below; the whole photo when there is no face."""
     width, height = size
@@ -70,20 +85,50 @@ def oval_mask(width: int, height: int) -> np.ndarray:
     return mask.astype(np.float32) / 255.0
 
 
-def person_alpha(mask: np.ndarray | None, width: int, height: int) -> tuple[np.ndarray, str]:
+def person_alpha(mask: np.ndarray | None, width: int, height: int,
+                 faces: list[Box] | None) -> tuple[np.ndarray, str]:
     """The cut's alpha for a ``width`` x ``height`` drawing, and how it was made: "person" from the
     segmentation ``mask``, "rounded" for a person filling the crop (rounded by the oval), or "oval"
-    where there is no mask or it found no one."""
-    return cut_by(mask, width, height, how_to_cut(mask))
+    where there is no mask or no person in it (see :func:`how_to_cut` for ``faces``)."""
+    return cut_by(mask, width, height, how_to_cut(mask, faces))
 
 
-def how_to_cut(mask: np.ndarray | None) -> str:
-    """"person", "rounded" or "oval" (see :func:`person_alpha`): decided once for a clip, on its first
-    frame, so a video sticker's shape never jumps from one to another as the person moves."""
+def how_to_cut(mask: np.ndarray | None, faces: list[Box] | None) -> str:
+    """"person", "rounded" or "oval" (see :func:`person_alpha`) for a picture whose segmentation is
+    ``mask`` and whose face boxes (in the mask's pixels) are ``faces``, None where no face detector is
+    installed. Decided once for a clip, on its first frame, so a video sticker's shape never jumps
+    from one to another as the person moves."""
     if mask is None:
         return "oval"
     kept = np.count_nonzero(alpha_of(mask) == 255) / mask.size
-    return "rounded" if kept > FILLED_SHARE else "person" if kept >= MIN_PERSON_SHARE else "oval"
+    if kept < MIN_PERSON_SHARE or not is_person(mask, faces):
+        return "oval"
+    return "rounded" if kept > FILLED_SHARE else "person"
+
+
+def is_person(mask: np.ndarray, faces: list[Box] | None) -> bool:
+    """Whether ``mask`` is a person's: sure of itself, and covering a face the detector found (without
+    a detector, ``faces`` None, the mask's sureness alone decides). A cut along a mask that is not
+    would be ragged and half-transparent, in pieces; the oval is one clean piece."""
+    leaning = np.count_nonzero(mask > 0.5)
+    if leaning == 0 or np.count_nonzero(mask > SURE) < SURE_SHARE * leaning:
+        return False
+    return faces is None or any(_covered(mask, face) >= FACE_COVERED for face in faces)
+
+
+def _covered(mask: np.ndarray, face: Box) -> float:
+    """How much of the ``face`` box the mask calls person, on average (0 for a box outside it)."""
+    h, w = mask.shape
+    x1, y1 = max(0, int(face[0])), max(0, int(face[1]))
+    x2, y2 = min(w, int(np.ceil(face[2]))), min(h, int(np.ceil(face[3])))
+    return float(mask[y1:y2, x1:x2].mean()) if x2 > x1 and y2 > y1 else 0.0
+
+
+def in_crop(faces: list[Box], crop: tuple[int, int, int, int], scale: float) -> list[Box]:
+    """Face boxes of a photo in the pixels of its ``crop`` resized by ``scale``."""
+    left, top = crop[0], crop[1]
+    return [((x1 - left) * scale, (y1 - top) * scale, (x2 - left) * scale, (y2 - top) * scale)
+            for x1, y1, x2, y2 in faces]
 
 
 def cut_by(mask: np.ndarray | None, width: int, height: int, how: str) -> tuple[np.ndarray, str]:
@@ -128,18 +173,18 @@ def sticker(person: Image.Image) -> Image.Image:
     inner = SIDE - 2 * PAD
     scale = inner / max(person.size)
     size = (max(1, round(person.width * scale)), max(1, round(person.height * scale)))
-    person = person.resize(size, Image.Resampling.LANCZOS)
+    rgba = np.asarray(person.resize(size, Image.Resampling.LANCZOS)).copy()
+    rgba[:, :, 3][rgba[:, :, 3] < VISIBLE] = 0  # too faint to see: left out, outline and all
     canvas = (size[0] + 2 * PAD, size[1] + 2 * PAD)
-    alpha = np.zeros((canvas[1], canvas[0]), np.float32)
-    alpha[PAD:PAD + size[1], PAD:PAD + size[0]] = np.asarray(person)[:, :, 3] / 255.0
-    disk = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * OUTLINE_PX + 1, 2 * OUTLINE_PX + 1))
-    outline = cv2.GaussianBlur(cv2.dilate(alpha, disk), (0, 0), 0.8)
+    shows = np.zeros((canvas[1], canvas[0]), bool)
+    shows[PAD:PAD + size[1], PAD:PAD + size[0]] = rgba[:, :, 3] > 0
+    outline = _outline(shows, OUTLINE_PX)
     shadow = cv2.GaussianBlur(outline, (0, 0), SHADOW_BLUR_PX)
     shadow = np.roll(shadow, SHADOW_DROP_PX, axis=0) * SHADOW_OPACITY
     layers = Image.new("RGBA", canvas, (0, 0, 0, 0))
     layers.alpha_composite(_solid((0, 0, 0), shadow))
     layers.alpha_composite(_solid((255, 255, 255), outline))
-    layers.alpha_composite(person, (PAD, PAD))
+    layers.alpha_composite(Image.fromarray(rgba, "RGBA"), (PAD, PAD))
     out = np.asarray(layers).copy()
     out[:, :, 3][out[:, :, 3] < 3] = 0  # the blur's faint tails: the background stays fully clear
     return Image.fromarray(out, "RGBA")
@@ -149,16 +194,22 @@ def outlined(rgb: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """One frame of a video sticker: the person (``alpha``) with the sticker's white outline, at the
     frame's own size (every frame of a clip keeps one size, so nothing is trimmed), RGBA."""
     scale = max(rgb.shape[:2]) / SIDE
-    width = max(1, round(OUTLINE_PX * scale))
-    disk = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * width + 1, 2 * width + 1))
-    person = alpha.astype(np.float32) / 255.0
-    outline = cv2.GaussianBlur(cv2.dilate(person, disk), (0, 0), 0.8)
+    person = np.where(alpha >= VISIBLE, alpha, 0).astype(np.float32) / 255.0
+    outline = _outline(person > 0, max(1, round(OUTLINE_PX * scale)))
     a = person + outline * (1.0 - person)  # the person over the white outline
     colour = (rgb.astype(np.float32) * person[..., None] + 255.0 * (outline * (1.0 - person))[..., None]) / \
         np.maximum(a, 1e-6)[..., None]
     out = np.dstack([np.clip(np.rint(colour), 0, 255), np.rint(a * 255)]).astype(np.uint8)
     out[:, :, 3][out[:, :, 3] < 3] = 0
     return out
+
+
+def _outline(shows: np.ndarray, width: int) -> np.ndarray:
+    """The white outline's alpha: ``width`` px round every pixel of the sticker that ``shows``, at full
+    strength however faintly that pixel shows, so a half-transparent stretch of edge is outlined as
+    the rest is (grown from the alpha itself, the outline there was as faint as the edge: a gap)."""
+    disk = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * width + 1, 2 * width + 1))
+    return cv2.GaussianBlur(cv2.dilate(shows.astype(np.float32), disk), (0, 0), 0.8)
 
 
 def video_size(width: int, height: int) -> tuple[int, int]:
