@@ -5,6 +5,15 @@ module turns any of them into one thing, an 8-bit RGB image the right way up,
 or refuses it with an :class:`ImageError` whose message can go straight to
 the user. Sizes are checked from the header, before any pixel is decoded, so
 a few kilobytes that claim 400 megapixels cost nothing.
+
+An iPhone's photos are HEIC (HEIF): Pillow reads them through pillow-heif's
+opener, registered here, on import, so every process that decodes a photo (the
+bot's and ``animebot worker``'s drawing processes, the CLI, the Mini App's
+"before" photo) reads them without a start-up step of its own to forget.
+Pillow reads AVIF itself. Both keep their rotation in the container as well as
+in EXIF; each reader hands over EXIF that turns the pixels upright exactly once
+(libheif turns a HEIF's pixels itself and pillow-heif sets EXIF's orientation
+to 1; Pillow's AVIF reader leaves the pixels as stored and the turn in EXIF).
 """
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pillow_heif
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from inference.errors import ImageError
@@ -21,8 +31,11 @@ from inference.errors import ImageError
 # We enforce our own limits below; Pillow's global bomb check would fire
 # first with a warning or an exception of its own.
 Image.MAX_IMAGE_PIXELS = None
+pillow_heif.register_heif_opener()
 
-FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF", "MPO")
+FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF", "MPO", "HEIF", "AVIF")
+# The formats a refusal names (bot/chat/i18n.py has the bot's own words for each refusal).
+KNOWN = "JPEG, PNG, WebP, HEIC or AVIF"
 
 
 @dataclass(frozen=True)
@@ -50,17 +63,16 @@ def decode(data: bytes, limits: ImageLimits = ImageLimits(), at_least: int | Non
     try:
         img: Image.Image = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
-        raise ImageError("This file is not an image I can read (try JPEG, PNG or WebP).", code="not_image") from None
+        raise ImageError(f"This file is not an image I can read (try {KNOWN}).", code="not_image") from None
     except Exception:
         raise ImageError("This image file is damaged and can't be read.", code="corrupt") from None
     if img.format not in FORMATS:
-        raise ImageError(f"{img.format} images are not supported; send a JPEG, PNG or WebP.", code="format")
+        raise ImageError(f"{img.format} images are not supported; send a {KNOWN}.", code="format")
     _check_size(img.width, img.height, limits)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "Truncated File Read" noise from EXIF parsing
-            frames = getattr(img, "n_frames", 1)
-            img.seek(0)  # first frame of a GIF or animated WebP
+            frames = getattr(img, "n_frames", 1)  # drawn: the frame Pillow opens at (a GIF's first, a HEIF's primary)
             source = img.size
             if at_least and img.format in ("JPEG", "MPO") and max(source) > at_least:
                 scale = at_least / max(source)

@@ -26,6 +26,7 @@ from tests.conftest import CUTE_FILE, PHOTOS, psnr
 from testkit.journal import handled, jobs_for
 from testkit.replies import answers, first_answer, is_status
 from testkit.fake_telegram import TOKEN, Call, FakeTelegram
+from testkit.phone_files import FORMATS as PHONE_FORMATS, MIME, SUFFIX, as_phone_file
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -112,6 +113,19 @@ def test_image_document_gets_anime_reply(bot: InProcessBot, fake: FakeTelegram) 
     Image.open(PHOTOS / "square_512.jpg").save(png, "PNG")
     msg = fake.document_message(chat, user, png.getvalue(), "holiday.png", "image/png")
     assert image_of(fake, photo_reply(fake, msg)).size == (512, 512)
+
+
+@pytest.mark.parametrize("fmt", PHONE_FORMATS)
+def test_an_iphone_photo_sent_as_a_file_is_drawn_upright(bot: InProcessBot, fake: FakeTelegram, engine,  # type: ignore[no-untyped-def]
+                                                        fmt: str) -> None:
+    """An iPhone's HEIC (or an AVIF) sent as a file, stored sideways with its turn: drawn as the phone shows it."""
+    chat, user = private_chat(116 + PHONE_FORMATS.index(fmt))
+    upright = photo("portrait_900x1200.jpg")
+    msg = fake.document_message(chat, user, as_phone_file(upright, fmt), f"IMG_4032{SUFFIX[fmt]}", MIME[fmt])
+    got = np.asarray(image_of(fake, photo_reply(fake, msg)).convert("RGB"))
+    expected = np.asarray(engine(upright).convert("RGB"))
+    assert got.shape == expected.shape == (720, 540, 3)  # sideways (unturned, or turned twice): 540 high
+    assert psnr(got, expected) > 35 and psnr(got, expected[::-1, ::-1]) < 20  # and not upside down
 
 
 def test_non_image_documents_get_a_clear_message(bot: InProcessBot, fake: FakeTelegram) -> None:

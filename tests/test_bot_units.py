@@ -1,6 +1,7 @@
 """The bot's small pure parts: configuration, log redaction, buttons, commands, languages."""
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 import subprocess
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from telegram import Chat, Document, Message
 from telegram.ext import CallbackQueryHandler
 
 from bot.app import build_application
 from bot.service.config import ConfigError, broker_password, load_config
-from bot.chat.photos import anime_command
+from bot.chat.photos import anime_command, source_of
 from bot.chat.i18n import TEXTS, error_text, pick_lang, t
 from bot.chat.keyboards import (REDRAW, album_keyboard, cancel_keyboard, forget_keyboard, lang_keyboard, result_keyboard,
                                 settings_keyboard, style_keyboard)
@@ -148,6 +150,19 @@ def test_anime_command_is_ours_only_when_addressed_to_us() -> None:
     assert anime_command("/animes", "AnimeBot") == (False, None)
     assert anime_command("nice /anime", "AnimeBot") == (False, None)
     assert anime_command(None, "AnimeBot") == (False, None)
+
+
+@pytest.mark.parametrize("mime, name", [
+    ("image/heic", "IMG_4032.HEIC"), ("image/heif", "IMG_4032.HEIF"), ("image/avif", "photo.avif"),
+    # what an upload from cloud storage says of a file it does not know: its name tells
+    ("binary/octet-stream", "IMG_4032.HEIF"), ("binary/octet-stream", "IMG_4032.hif"),
+    ("binary/octet-stream", "photo.avif"),
+])
+def test_a_phone_s_photo_sent_as_a_file_is_taken_on_as_a_picture(mime: str, name: str) -> None:
+    document = Document("F1", "U1", file_name=name, mime_type=mime, file_size=2_000_000)
+    message = Message(1, dt.datetime.now(dt.timezone.utc), Chat(5, "private"), document=document)
+    src = source_of(message)
+    assert src is not None and src.file_id == "F1" and src.kind == "photo"
 
 
 def test_languages_are_complete_and_picked_sensibly() -> None:

@@ -6,6 +6,7 @@ The wire format's own tests come first; they need neither Redis nor ../shared.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import pickle
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import numpy as np
 import pytest
 import redis
+from PIL import Image
 from celery.utils.saferepr import saferepr
 from kombu import Exchange, Producer
 from kombu.serialization import dumps, loads
@@ -32,7 +35,8 @@ from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings, Converted
-from tests.conftest import redis_or_skip
+from tests.conftest import psnr, redis_or_skip
+from testkit.phone_files import FORMATS as PHONE_FORMATS, as_phone_file
 from testkit.redis_server import PASSWORD, RedisServer
 from testkit.wait import wait_for
 from testkit.worker_harness import RunningWorker, celery_cli, start_worker
@@ -159,6 +163,24 @@ def test_a_photo_comes_back_drawn_exactly_as_the_bot_s_own_workers_draw_it(
             (here.input_size, here.output_size, here.faces, "hayao")
         assert f"task {task.id} (job {order.job_id}): hayao drawn in" in worker.log()
     assert len(there.faces) == 1
+
+
+def test_an_iphone_s_heic_and_an_avif_are_drawn_upright(worker: RunningWorker, app: Any,
+                                                        shared_photo: Callable[[str], bytes]) -> None:
+    """The worker's drawing processes read what a phone files, stored sideways with its turn, as the phone shows it."""
+    upright = shared_photo("portrait_900x1200.jpg")
+    files = [upright] + [as_phone_file(upright, fmt) for fmt in PHONE_FORMATS]
+    settings = ConvertSettings(max_side=256, faces=False)
+    sent = [send(app, order_to_message(WorkOrder(f"job-phone-{n}", data, "hayao", settings)))
+            for n, data in enumerate(files)]
+    jpeg, *phone = (result_from_message(task.get(timeout=120)) for task in sent)
+    assert isinstance(jpeg, Converted), jpeg
+    jpeg_pixels = np.asarray(Image.open(io.BytesIO(jpeg.data)).convert("RGB"))
+    for drawn in phone:
+        assert isinstance(drawn, Converted), drawn
+        assert (drawn.input_size, drawn.output_size) == (jpeg.input_size, jpeg.output_size) == ((900, 1200), (192, 256))
+        pixels = np.asarray(Image.open(io.BytesIO(drawn.data)).convert("RGB"))
+        assert psnr(pixels, jpeg_pixels) > 30 and psnr(pixels, jpeg_pixels[::-1, ::-1]) < 20  # not upside down
 
 
 def test_a_style_the_worker_lacks_fails_at_once_with_the_reason(worker: RunningWorker, app: Any,

@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import DET_FILE, HAYAO_FILE, MODELS
+from testkit.phone_files import FORMATS as PHONE_FORMATS, SUFFIX, as_phone_file
+from tests.conftest import DET_FILE, HAYAO_FILE, MODELS, psnr
 
 
 def _animebot(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -65,6 +67,22 @@ def test_convert_many_into_a_folder_with_a_bad_file_among_them(home: Path, photo
     for r in reports[:2]:
         assert Path(r["output"]).suffix == ".png" and max(r["output_size"]) <= 256
         assert Path(r["output"]).is_file()
+
+
+def test_an_iphone_s_heic_and_an_avif_convert_upright(home: Path, photos: list[Path], tmp_path: Path) -> None:
+    """Files stored sideways with their turn (as a phone stores them) come out as the JPEG of the same photo does."""
+    portrait = next(p for p in photos if p.name == "portrait_900x1200.jpg")
+    phone_files = [tmp_path / f"IMG_{n}{SUFFIX[fmt].upper()}" for n, fmt in enumerate(PHONE_FORMATS)]
+    for path, fmt in zip(phone_files, PHONE_FORMATS):
+        path.write_bytes(as_phone_file(portrait.read_bytes(), fmt))
+    done = _animebot(home, "convert", str(portrait), *map(str, phone_files), "--out-dir", str(tmp_path / "o"),
+                     "--max-side", "256", "--no-faces", "--json")
+    assert done.returncode == 0, done.stderr
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["input_size"], r["output_size"]) for r in reports] == [([900, 1200], [192, 256])] * 3
+    jpeg, *phone = (np.asarray(Image.open(r["output"]).convert("RGB")) for r in reports)
+    for drawn in phone:
+        assert psnr(drawn, jpeg) > 30 and psnr(drawn, jpeg[::-1, ::-1]) < 20  # not upside down
 
 
 def test_convert_without_a_model_says_how_to_get_one(tmp_path: Path, photos: list[Path]) -> None:

@@ -13,6 +13,7 @@ from inference.backends import TorchStylizer
 from inference.errors import ImageError
 from inference.imageio import decode
 from inference.pipeline import convert_bytes, resize
+from testkit.phone_files import FORMATS as PHONE_FORMATS, as_phone_file
 
 
 def _save(img: Image.Image, fmt: str, **kw: object) -> bytes:
@@ -82,6 +83,18 @@ def test_exif_orientation_is_applied() -> None:
     out = decode(_save(img, "JPEG", exif=exif.tobytes()))
     assert out.size == (40, 80)
     assert sum(out.getpixel((20, 10))) > 600  # left became top
+
+
+@pytest.mark.parametrize("fmt", PHONE_FORMATS)
+def test_a_phone_s_heic_or_avif_is_read_upright_turned_exactly_once(fmt: str, tiny_model: TorchStylizer) -> None:
+    upright = Image.new("RGB", (64, 96), (230, 20, 20))
+    upright.paste((20, 20, 230), (0, 0, 64, 32))  # blue on top
+    data = as_phone_file(_save(upright, "PNG"), fmt)
+    img = decode(data)
+    assert img.size == img.info["source_size"] == (64, 96)  # unturned or turned twice: 96x64
+    top, bottom = img.getpixel((32, 8)), img.getpixel((32, 88))
+    assert top[2] > 180 > top[0] and bottom[0] > 180 > bottom[2]  # turned the wrong way: blue at the bottom
+    assert Image.open(io.BytesIO(convert_bytes(data, tiny_model).data)).size == (64, 96)
 
 
 def test_a_phone_sized_jpeg_is_decoded_at_a_reduced_scale_for_a_small_result() -> None:

@@ -16,14 +16,15 @@ TEXTS: dict[str, dict[str, str]] = {
     "en": {
         "start": (
             "Hi! Send me a photo and I'll draw it as anime art.\n\n"
-            "• Photos or image files (JPEG, PNG, WebP) both work; albums too.\n"
+            "• Photos or image files (JPEG, PNG, WebP, HEIC, AVIF) both work; albums too.\n"
             "• /style picks the look, and the buttons under a result redraw it in another one.\n"
             "• In a group, reply /anime to a photo, or send one with the caption /anime.\n\n"
             "/help for more."
         ),
         "help": (
             "How to use me:\n"
-            "• Send a photo, an image file or an album: you get the anime version back.\n"
+            "• Send a photo, an image file (JPEG, PNG, WebP, an iPhone's HEIC, AVIF) or an album: "
+            "you get the anime version back.\n"
             "• Send a GIF, a short video or a round video note: it comes back drawn, with its sound. "
             "Long clips are drawn up to their first seconds; each second counts as one photo of your limits.\n"
             "• /style: choose your default style ({styles}).\n"
@@ -88,7 +89,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "per_user_limit": "You already have {count} photos waiting, the most I keep for one person. "
                           "Send this one again once some of them are back.",
         "file_too_big": "That file is {size_mb:.0f} MB; I can only fetch files up to 20 MB. Please send a smaller one.",
-        "not_an_image_file": "That file isn't an image. Send a photo, or a JPEG, PNG or WebP file.",
+        "not_an_image_file": "That file isn't an image. Send a photo, or a JPEG, PNG, WebP, HEIC or AVIF file.",
         "worker_lost": "Sorry, something went wrong while drawing this one. Please send it again.",
         "style_unavailable": "That style can't be drawn right now: none of my drawing machines has it. "
                              "Please pick another with /style.",
@@ -142,9 +143,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "button_keep": "🎨 Keep colours: {state}",
         "caption_style": "{style}",
         "empty": "The file is empty.",
-        "not_image": "This file is not an image I can read (try JPEG, PNG or WebP).",
+        "not_image": "This file is not an image I can read (try JPEG, PNG, WebP, HEIC or AVIF).",
         "corrupt": "This image file is damaged or truncated and can't be read.",
-        "format": "This image format isn't supported; send a JPEG, PNG or WebP.",
+        "format": "This image format isn't supported; send a JPEG, PNG, WebP, HEIC or AVIF.",
         "too_large": "This image has too many pixels for me to read safely; send a smaller one.",
         "too_small": "This image is too small; send one at least 32 px on each side.",
         "aspect": "This image is too long and thin; the aspect ratio may be at most 20:1.",
@@ -260,14 +261,14 @@ TEXTS: dict[str, dict[str, str]] = {
     "zh": {
         "start": (
             "你好！发给我一张照片，我会把它画成动漫风格。\n\n"
-            "• 照片或图片文件（JPEG、PNG、WebP）都可以，相册也行。\n"
+            "• 照片或图片文件（JPEG、PNG、WebP、HEIC、AVIF）都可以，相册也行。\n"
             "• /style 选择画风；结果下方的按钮可以换一种画风重画。\n"
             "• 在群组里，用 /anime 回复一张照片，或发送带 /anime 说明的照片。\n\n"
             "/help 查看更多。"
         ),
         "help": (
             "使用方法：\n"
-            "• 发送照片、图片文件或相册，我会回复动漫版本。\n"
+            "• 发送照片、图片文件（JPEG、PNG、WebP、iPhone 的 HEIC、AVIF）或相册，我会回复动漫版本。\n"
             "• 发送 GIF、短视频或圆形视频消息：我会画好后发回，并保留声音。"
             "较长的片段只画开头几秒；每秒计作一张照片的额度。\n"
             "• /style：选择默认画风（{styles}）。\n"
@@ -322,7 +323,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "busy": "我现在很忙，请一分钟后再试。",
         "per_user_limit": "你已有 {count} 张照片在等待，这是每人的上限。等其中一些完成后再发送这张。",
         "file_too_big": "这个文件有 {size_mb:.0f} MB，我只能获取 20 MB 以内的文件，请发送小一点的。",
-        "not_an_image_file": "这个文件不是图片。请发送照片，或 JPEG、PNG、WebP 文件。",
+        "not_an_image_file": "这个文件不是图片。请发送照片，或 JPEG、PNG、WebP、HEIC、AVIF 文件。",
         "worker_lost": "抱歉，绘制这张时出了问题，请重新发送。",
         "style_unavailable": "这个画风现在画不了：没有一台绘图机器装有它。请用 /style 换一个。",
         "internal": "抱歉，我这边出了问题，请再试一次。",
@@ -372,9 +373,9 @@ TEXTS: dict[str, dict[str, str]] = {
         "button_keep": "🎨 保留颜色：{state}",
         "caption_style": "{style}",
         "empty": "文件是空的。",
-        "not_image": "这个文件不是我能读取的图片（请用 JPEG、PNG 或 WebP）。",
+        "not_image": "这个文件不是我能读取的图片（请用 JPEG、PNG、WebP、HEIC 或 AVIF）。",
         "corrupt": "图片文件已损坏或不完整，无法读取。",
-        "format": "不支持这种图片格式，请发送 JPEG、PNG 或 WebP。",
+        "format": "不支持这种图片格式，请发送 JPEG、PNG、WebP、HEIC 或 AVIF。",
         "too_large": "图片像素太多，无法安全读取，请发送小一点的。",
         "too_small": "图片太小，每边至少需要 32 像素。",
         "aspect": "图片太细长了，长宽比最多 20:1。",

@@ -21,7 +21,8 @@ from bot.flow.requests import Request, Source
 log = logging.getLogger("animebot.handlers")
 
 CLIP_SUFFIXES = (".mp4", ".mov", ".webm", ".mkv", ".m4v")
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".jfif")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".heif", ".hif", ".avif",
+                  ".jfif")
 ANIME_COMMAND = re.compile(r"^/anime(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
 STICKER_COMMAND = re.compile(r"^/sticker(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
 # A sticker's drawing settings, over the chat's own: its person drawn 640 px large, then fitted into the

@@ -117,7 +117,8 @@ def _photos_in(folder: Path, side: int, min_side: int) -> list["np.ndarray"]:
     from inference.imageio import decode
     from inference.pipeline import resize
 
-    files = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".webp"))
+    files = sorted(p for p in folder.glob("*")
+                   if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".webp", ".heic", ".heif", ".avif"))
     photos = []
     for f in files:
         try:
