@@ -39,7 +39,18 @@ def handled(home: Path, message: dict[str, Any]) -> bool:
 def jobs_for(home: Path, message: dict[str, Any]) -> list[str]:
     """The states of the jobs the bot took on for the update carrying ``message`` (a single photo's
     job is named after its update)."""
-    rows = journal_rows(home, f"SELECT j.state FROM jobs j JOIN updates u ON j.job_id = CAST(u.update_id AS TEXT)"
+    return _of_jobs(home, message, "state")
+
+
+def job_of(home: Path, message: dict[str, Any]) -> str:
+    """The id of the one job the bot took on for the update carrying ``message``, as its log names it."""
+    ids = _of_jobs(home, message, "job_id")
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+def _of_jobs(home: Path, message: dict[str, Any], column: str) -> list[str]:
+    rows = journal_rows(home, f"SELECT j.{column} FROM jobs j JOIN updates u ON j.job_id = CAST(u.update_id AS TEXT)"
                               f" WHERE {_CARRYING.replace('payload', 'u.payload')}", message["message_id"],
                         message["chat"]["id"])
     return [str(r[0]) for r in rows]

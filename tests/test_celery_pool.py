@@ -30,6 +30,7 @@ import torch
 from PIL import Image
 
 from bot.drawing.celery.app import QUEUE, make_celery
+from bot.drawing.celery.copies import drop_copies
 from bot.drawing.celery.wire import (TASK_NAME, WorkerInfo, answered_key, heartbeat_key, order_to_message, task_id_for,
                                      write_heartbeat)
 from bot.drawing.celery.pool import CeleryPool
@@ -42,6 +43,7 @@ from inference.prune import save_lite
 from storage.cache import result_key
 from tests.conftest import TINY_WIDTHS, synthetic_photo
 from tests.test_celery_worker import Opens
+from testkit.privacy import redis_holding
 from testkit.wait import until, wait_for, within
 from testkit.redis_server import RedisServer
 from testkit.worker_harness import RunningWorker, held, start_worker
@@ -274,4 +276,44 @@ def test_a_process_drawing_something_else_gets_no_photo_sent_to_it(
     try:
         assert asyncio.run(go()) == (2, 2), "two photos on the two free processes, the third waits in the bot"
     finally:
+        client.close()
+
+
+def test_deleting_an_orders_copies_takes_every_copy_of_that_order_and_no_other(
+        worker: RunningWorker, redis_server: RedisServer) -> None:
+    """The copies a killed worker leaves, as the bot deletes them once it is done with a task sent more
+    than once (bot/drawing/celery/copies.py): found by the task id wherever kombu keeps them, while another
+    order held beside them and one waiting in the queue stay, and are drawn."""
+    app = make_celery(redis_server.url(db=DB), 60)
+    client = redis_server.client()
+    client.select(DB)
+    orders = [WorkOrder(f"job-copies-{i}", synthetic_photo(160, 120, seed=20 + i), STYLES[0], SETTINGS) for i in range(3)]
+    ids = [f"job-copies-{i}:0" for i in range(3)]
+
+    def send(i: int) -> None:
+        app.send_task(TASK_NAME, args=[order_to_message(orders[i])], task_id=ids[i], queue=QUEUE)
+
+    def unacked() -> list[str]:
+        return sorted(json.loads(raw)[0]["headers"]["id"] for raw in client.hvals("unacked"))
+
+    try:
+        with held(*worker.drawing_pids()):  # the worker takes two orders and holds them, undrawn
+            send(0)
+            send(1)
+            wait_for(lambda: [i for i in unacked() if i in ids] == ids[:2], 30, "both orders held")
+            send(0)  # sent again, as after a crash, and a third order: both wait in the queue
+            send(2)
+            assert drop_copies(client, ids[0], 60) == 2
+            assert [i for i in unacked() if i in ids] == [ids[1]]
+            assert client.zcard("unacked_index") == client.hlen("unacked")
+            assert redis_holding(client, orders[0].data) == []
+            assert redis_holding(client, orders[1].data) == ["unacked"]
+            assert redis_holding(client, orders[2].data) == [QUEUE]
+        # The process that had the first order finds it answered; the others are drawn.
+        worker.wait_for_log(f"task {ids[0]} (job job-copies-0): already answered; not drawn again", 60)
+        for i in (1, 2):
+            worker.wait_for_log(f"task {ids[i]} (job job-copies-{i}): {STYLES[0]} drawn in", 60)
+    finally:
+        for task_id in ids:
+            app.AsyncResult(task_id).forget()
         client.close()

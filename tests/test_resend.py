@@ -59,9 +59,18 @@ def test_a_photo_nobody_answers_for_past_its_limit_is_given_up() -> None:
 
 
 def test_a_worker_s_failure_or_an_unreadable_result_is_sent_again() -> None:
-    failed = decide(replace(DRAWING, state="FAILURE", failure="WorkerLostError"))
-    assert failed == Step("resend", "the worker failed it: WorkerLostError") and not failed.crash
+    failed = decide(replace(DRAWING, state="FAILURE", failure="OSError"))
+    assert failed == Step("resend", "the worker failed it: OSError") and not failed.crash
     assert decide(replace(DRAWING, state=UNREADABLE)) == Step("resend", "its result was unreadable")
+
+
+def test_a_photo_whose_drawing_process_died_is_sent_again_as_a_crash_and_given_up_after_three() -> None:
+    """A pool process killed while its worker lives on: Celery stores WorkerLostError and acknowledges the
+    order, and the bot sends it again, counted as its worker dying, as for a worker gone altogether."""
+    died = replace(DRAWING, state="FAILURE", failure="WorkerLostError")
+    for crashes in range(MAX_CRASHES - 1):
+        assert decide(replace(died, crashes=crashes)) == Step("resend", "its drawing process died", crash=True)
+    assert decide(replace(died, crashes=MAX_CRASHES - 1)) == Step("give_up", "the worker crashed", crash=True)
 
 
 def test_a_photo_an_operator_revoked_is_given_up_with_an_apology() -> None:

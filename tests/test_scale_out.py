@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import signal
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,7 +25,8 @@ from bot.drawing.celery.wire import read_workers
 from testkit.bot_harness import RunningBot, group_chat, pick_style, private_chat, start_bot
 from testkit.clip_maker import mp4, pan_frames, read_back
 from tests.conftest import QUICK_STYLE, psnr
-from testkit.journal import jobs_for, settled
+from testkit.journal import job_of, jobs_for, settled
+from testkit.privacy import redis_holding
 from testkit.replies import album_files, answers, buttons, is_answer, is_status, labels
 from tests.test_bot_answers import jpeg
 from testkit.fake_telegram import TOKEN, Call, FakeTelegram
@@ -260,6 +263,77 @@ def test_a_clip_on_a_worker_shows_its_frames_and_cancel_stops_it(cluster: Cluste
     answer = fake.wait_for(lambda: answers(fake, msg, "sendMessage", "sendVideo"), 120)[0]
     assert answer.method == "sendMessage" and answer.params["text"].startswith("Cancelled")
     assert "failed: cancelled" in "".join(w.log() for w in cluster.workers)  # the worker stopped, not finished
+
+
+def drawing_job(cluster: Cluster, job: str) -> tuple[RunningWorker, int] | None:
+    """The worker, and its pool process, whose heartbeat says it is drawing ``job``, if one is. The worker is
+    known by its main process, which its heartbeat's node name ends with: the pool processes' ids in the
+    workers' logs include dead ones, whose ids the system may have given to another worker's process since."""
+    client = cluster.redis.client()
+    try:
+        beats = read_workers(client)
+    finally:
+        client.close()
+    return next(((worker, beat.pid) for beat in beats if beat.task and beat.task.startswith(f"{job}:")
+                 for worker in cluster.workers if beat.name.endswith(f"-{worker.process.pid}")), None)
+
+
+def a_clip_drawn_through_a_crash(cluster: Cluster, user_id: int, photo: bytes,
+                                 crash: Callable[[RunningWorker, int], None]) -> None:
+    """A Hayao clip, and ``crash`` (given the worker and the pool process) done to the process drawing it
+    as soon as its heartbeat says so, seconds before it could finish. Then: once the clip is answered,
+    nothing in Redis holds it, under any key; it is answered once; and the bot's log says so in one
+    WARNING naming the job (the resend), with no traceback or file id."""
+    fake = cluster.fake
+    fake.wait_for(lambda: settled(cluster.bot.home, fake), 300, "the module's earlier work settled")
+    chat, user = private_chat(user_id)
+    pick_style(fake, chat, user, "hayao", "Hayao")  # a clip long enough to be caught drawing
+    clip = mp4(pan_frames(photo, 24, (320, 240)), 8)
+    logged = len(cluster.bot.log())
+    msg = fake.clip_message(chat, user, clip)
+    fake.wait_for(lambda: jobs_for(cluster.bot.home, msg), 60, "the clip's job")
+    job = job_of(cluster.bot.home, msg)
+    crash(*fake.wait_for(lambda: drawing_job(cluster, job), 300, "a process drawing the clip"))
+    fake.wait_for(lambda: answers(fake, msg, "sendVideo", "sendMessage"), 600, "the clip's answer")
+    client = cluster.redis.client()
+    try:
+        assert redis_holding(client, clip) == []
+    finally:
+        client.close()
+    fake.wait_for(lambda: settled(cluster.bot.home, fake), 120, "the journal settled")
+    assert labels(fake, msg, "sendVideo", "sendMessage") == ["video"]
+    said = cluster.bot.log()[logged:]
+    warned = [line for line in said.splitlines() if " WARNING " in line and f"job {job}" in line]
+    assert len(warned) == 1 and "sending it again" in warned[0], warned
+    assert "Traceback" not in said and msg["video"]["file_id"] not in said
+
+
+def test_a_drawing_process_killed_mid_clip_is_logged_once_and_its_clip_leaves_redis(
+        cluster: Cluster, shared_photo: Callable[[str], bytes]) -> None:
+    """kill -9 of the pool process drawing a clip, its worker living on: the worker acknowledges the
+    order and the bot sends it again itself, saying so once."""
+    ready = "animebot worker ready: pid"
+    replaced: list[tuple[RunningWorker, int]] = []
+
+    def kill_process(worker: RunningWorker, pid: int) -> None:
+        replaced.append((worker, worker.log().count(ready)))
+        os.kill(pid, signal.SIGKILL)
+
+    a_clip_drawn_through_a_crash(cluster, 5360, shared_photo("town_1280x854.jpg"), kill_process)
+    (worker, before), = replaced  # the cluster's later tests want both processes
+    cluster.fake.wait_for(lambda: worker.log().count(ready) > before, 300, "the killed process's replacement ready")
+
+
+def test_a_worker_killed_whole_mid_clip_leaves_no_copy_of_it_in_redis(
+        cluster: Cluster, shared_photo: Callable[[str], bytes]) -> None:
+    """kill -9 of a whole worker drawing a clip: Redis holds its unacknowledged copy, which the bot, having
+    sent the clip again and answered it, deletes rather than leave it there until the visibility timeout."""
+    def kill_worker(worker: RunningWorker, pid: int) -> None:
+        worker.kill9()
+        cluster.workers.remove(worker)
+
+    a_clip_drawn_through_a_crash(cluster, 5361, shared_photo("street_1279x867.jpg"), kill_worker)
+    cluster.add_worker()
 
 
 def test_the_bot_killed_mid_burst_answers_everything_after_its_restart(cluster: Cluster) -> None:

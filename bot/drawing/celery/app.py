@@ -59,14 +59,17 @@ def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
         # field, and refused, since JSON cannot carry a photo's bytes.
         accept_content=["msgpack", "json"],
         result_accept_content=[RESULT_SERIALIZER],
-        # A photo is acknowledged once drawn: if its pool process dies, Celery queues it again at once;
-        # if the whole worker dies, Redis hands it out again after the visibility timeout.
+        # A photo is acknowledged once drawn. If its pool process dies, the worker acknowledges it and
+        # stores WorkerLostError, rather than queue it again itself: the bot sends it again, in one place
+        # that counts the crashes of a photo and logs each resend with its job (bot/drawing/celery/resend.py),
+        # and no copy is left in Redis. If the whole worker dies, its copy stays in Redis's unacknowledged
+        # orders until the bot, having sent it again and answered, deletes it (bot/drawing/celery/copies.py).
         task_acks_late=True,
-        task_reject_on_worker_lost=True,
+        task_reject_on_worker_lost=False,
         worker_prefetch_multiplier=1,
         task_default_queue=QUEUE,
-        # Redis gives an unacknowledged photo to another worker after this long: above the job timeout,
-        # so a slow drawing is not drawn twice.
+        # Redis gives an unacknowledged photo to another worker after this long (a fallback: the bot sends
+        # again what a dead worker held): above the job timeout, so a slow drawing is not drawn twice.
         broker_transport_options={"visibility_timeout": job_timeout_s + 60, "socket_timeout": REDIS_TIMEOUT_S,
                                   "socket_connect_timeout": REDIS_TIMEOUT_S},
         redis_socket_timeout=REDIS_TIMEOUT_S,

@@ -19,7 +19,9 @@ How the bot knows what happens on the workers:
 
 A task that vanishes (its worker killed, Redis restarted empty, its result
 expired) is sent again under the same task id: the journal's job is the
-idempotency key, so whatever is delivered twice is answered once. A photo the
+idempotency key, so whatever is delivered twice is answered once, and the
+copies left in Redis are deleted before the answer goes out
+(bot/drawing/celery/copies.py). A photo the
 bot stops waiting for before any worker started it is revoked, as Celery's
 tools expect; a marker in Redis makes sure it is not drawn even by a worker
 that never heard the revoke (one started later, or restarted).
@@ -38,7 +40,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -47,6 +49,7 @@ from celery.states import READY_STATES
 from kombu.exceptions import ContentDisallowed, DecodeError, KombuError
 
 from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for_bot
+from bot.drawing.celery.copies import drop_copies
 from bot.drawing.celery.resend import UNREADABLE, Seen, Step, decide
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, WorkerInfo, answered_key, cancel_key, order_summary,
                                      order_to_message, read_workers, result_from_message, task_id_for)
@@ -72,6 +75,10 @@ class _InFlight:
     seen_at: float  # the last time a live worker's heartbeat named this task (or when it was sent)
     crashes: int = 0  # times its worker died while drawing it
     claimed: bool = False  # a worker's heartbeat has named it
+    sends: int = 1  # times its order went to Redis: past one, copies may be left there
+    drawn_by: tuple[str, int] | None = None  # the process whose heartbeat last named it
+    # Processes that died drawing it: their last heartbeat names it until it is stale, and claims nothing.
+    dead: set[tuple[str, int]] = field(default_factory=set)
 
 
 class CeleryPool(Pool):
@@ -224,10 +231,10 @@ class CeleryPool(Pool):
         self._beats = beats
         self._workers = [w for w in found if now - beats[w.name, w.pid][1] < BEAT_STALE_S]
         self._room.set()
-        claimed = {w.task: w for w in self._workers if w.task}
-        for flight in self._in_flight.values():
-            if (worker := claimed.get(flight.task_id)) is not None:
-                flight.seen_at, flight.claimed = now, True
+        for worker in self._workers:
+            flight = self._in_flight.get(worker.task) if worker.task else None
+            if flight is not None and (worker.name, worker.pid) not in flight.dead:
+                flight.seen_at, flight.claimed, flight.drawn_by = now, True, (worker.name, worker.pid)
                 flight.task.progress = worker.progress or flight.task.progress
 
     def _stopper(self, task_id: str) -> Callable[[], None]:
@@ -280,6 +287,8 @@ class CeleryPool(Pool):
 
     async def _carry_out(self, flight: _InFlight, step: Step, value: Any) -> None:
         job = flight.task.job_id
+        if step.action in ("take", "drop", "give_up") and flight.sends > 1:
+            await self._drop_copies(flight)  # before the answer goes out
         if step.action == "take":
             self._finish(flight, value)
         elif step.action == "drop":
@@ -289,13 +298,31 @@ class CeleryPool(Pool):
                         flight.task_id, step.why, time.monotonic() - flight.sent_at, flight.crashes + step.crash)
             self._end(flight, WorkerLost(step.why))
         elif step.action == "resend":
+            where = ""
             if step.crash:
                 flight.crashes += 1
-            log.warning("job %s: task %s not answered (%s); sending it again", job, flight.task_id, step.why)
+                if flight.drawn_by is not None:
+                    flight.dead.add(flight.drawn_by)
+                    where = " (it was on {} pid {})".format(*flight.drawn_by)
+            log.warning("job %s: task %s not answered (%s); sending it again%s", job, flight.task_id, step.why, where)
             await asyncio.get_running_loop().run_in_executor(self._io, AsyncResult(flight.task_id, app=self._app).forget)
             if await self._send(flight):
                 flight.sent_at = flight.seen_at = time.monotonic()
-                flight.claimed = False
+                flight.claimed, flight.drawn_by = False, None
+                flight.sends += 1
+
+    async def _drop_copies(self, flight: _InFlight) -> None:
+        """Delete every copy of an order sent more than once (bot/drawing/celery/copies.py). Redis away:
+        the answer goes out all the same, and a copy stays until Redis's visibility timeout."""
+        try:
+            removed = await asyncio.get_running_loop().run_in_executor(
+                self._io, drop_copies, self._redis, flight.task_id, RESULT_EXPIRES_S)
+        except BROKER_ERRORS as exc:
+            log.warning("job %s: cannot remove the copies of task %s from Redis (%s: %s); they go after its "
+                        "visibility timeout", flight.task.job_id, flight.task_id, exc.__class__.__name__, exc)
+            return
+        if removed:
+            log.info("job %s: %d copy(ies) of task %s removed from Redis", flight.task.job_id, removed, flight.task_id)
 
     def _mark_answered(self, tasks: list[tuple[str, bool]]) -> None:
         """Leave a marker for each task the bot is done with, for as long as Redis keeps results, then

@@ -17,6 +17,10 @@ SENT_GRACE_S = 20.0  # a task sent to a free worker starts within this, or it wa
 # are not counted: the broker's trouble must not cost a photo.
 MAX_CRASHES = 3
 TIME_LIMITS = ("TimeLimitExceeded", "SoftTimeLimitExceeded")
+# What Celery stores when the pool process drawing a task dies (killed, out of memory) and its worker
+# lives on: the worker acknowledges the order, so the bot is the one that sends it again
+# (bot/drawing/celery/app.py).
+PROCESS_DIED = "WorkerLostError"
 UNREADABLE = "UNREADABLE"  # not a Celery state: the stored result could not be decoded (a pickle, say)
 
 
@@ -54,6 +58,8 @@ def decide(seen: Seen) -> Step:
     if seen.state == "FAILURE":
         if seen.failure in TIME_LIMITS:
             return Step("give_up", "the worker timed out")
+        if seen.failure == PROCESS_DIED:
+            return _crashed(seen, "its drawing process died")
         return Step("resend", f"the worker failed it: {seen.failure}")
     if seen.state == "REVOKED":  # an operator revoked it (Flower, ``celery control revoke``): not drawn
         return Step("give_up", "an operator revoked it")
@@ -62,9 +68,14 @@ def decide(seen: Seen) -> Step:
     if seen.since_sent > seen.limit_s + LOST_AFTER_S:
         return Step("give_up", "the worker timed out")
     if seen.claimed and seen.since_seen > LOST_AFTER_S:
-        if seen.crashes + 1 >= MAX_CRASHES:
-            return Step("give_up", "the worker crashed", crash=True)
-        return Step("resend", "its worker stopped answering", crash=True)
+        return _crashed(seen, "its worker stopped answering")
     if not seen.claimed and seen.since_seen > SENT_GRACE_S and seen.a_worker_idle:
         return Step("resend", "no worker took it")  # a worker is free, yet none took it: lost on the way
     return Step("wait")
+
+
+def _crashed(seen: Seen, why: str) -> Step:
+    """Its drawing process died with it: sent again, unless this is the crash too many."""
+    if seen.crashes + 1 >= MAX_CRASHES:
+        return Step("give_up", "the worker crashed", crash=True)
+    return Step("resend", why, crash=True)
