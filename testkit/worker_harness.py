@@ -83,7 +83,8 @@ def held(*pids: int) -> Iterator[None]:
         yield
     finally:
         for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # killed in the block
+                os.kill(pid, signal.SIGCONT)
 
 
 @contextlib.contextmanager
@@ -96,32 +97,23 @@ def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: f
     go on for :data:`LET_GO_S`. What is seen while they are stopped stays true: a process whose
     heartbeat names a task that has no stored result and no "answered" marker has not finished it. A
     drawing longer than one let-go is always caught, however fast the machine or busy its cores."""
-    pids = {pid: worker for worker in workers for pid in worker.drawing_pids()}
+    pids = {pid: worker for worker in workers for pid in worker.drawing_pids() if Path(f"/proc/{pid}").exists()}
     client = redis.Redis.from_url(broker_url)
     backend = make_celery(broker_url, 60).backend
     deadline = time.monotonic() + timeout
     try:
-        while True:
-            _signal(pids, signal.SIGSTOP)
-            wait_for(lambda: all(_stopped(pid) for pid in pids), 60, "every drawing process stopped")
-            caught = [pids[w.pid] for w in read_workers(client) if w.pid in pids and w.task is not None
-                      and not client.exists(backend.get_key_for_task(w.task), answered_key(w.task))]
-            if caught:
-                break
-            _signal(pids, signal.SIGCONT)
-            if time.monotonic() > deadline:
-                raise WaitTimeout(f"no drawing caught in {timeout:g} s")
+        while time.monotonic() < deadline:
+            with held(*pids):
+                wait_for(lambda: all(_stopped(pid) for pid in pids), 60, "every drawing process stopped")
+                caught = [pids[w.pid] for w in read_workers(client) if w.pid in pids and w.task is not None
+                          and not client.exists(backend.get_key_for_task(w.task), answered_key(w.task))]
+                if caught:
+                    yield caught[0]
+                    return
             time.sleep(LET_GO_S)
-        yield caught[0]
+        raise WaitTimeout(f"no drawing caught in {timeout:g} s")
     finally:
-        _signal(pids, signal.SIGCONT)
         client.close()
-
-
-def _signal(pids: dict[int, RunningWorker], signum: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):  # a process killed meanwhile (the block's kill -9)
-            os.kill(pid, signum)
 
 
 def _stopped(pid: int) -> bool:
