@@ -7,13 +7,20 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
+
+from bot.drawing.celery.app import make_celery
+from bot.drawing.celery.wire import answered_key, read_workers
 from testkit.bot_harness import REPO, RunningProcess
 from testkit.redis_server import PASSWORD
-from testkit.wait import wait_for
+from testkit.wait import WaitTimeout, wait_for
+
+LET_GO_S = 0.02  # how long caught_drawing lets the drawing processes go on between two looks
 
 
 @dataclass
@@ -76,7 +83,47 @@ def held(*pids: int) -> Iterator[None]:
         yield
     finally:
         for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # killed in the block
+                os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: float = 300) -> Iterator[RunningWorker]:
+    """The worker of ``workers`` one of whose processes is in the middle of drawing a photo the bot
+    waits for, held there (SIGSTOP) for the block; every drawing process goes on after it.
+
+    A drawing can be over before anyone looking at Redis sees it (a small photo on a fast CPU), so the
+    processes are not watched while they run: again and again they are all stopped, looked at, and let
+    go on for :data:`LET_GO_S`. What is seen while they are stopped stays true: a process whose
+    heartbeat names a task that has no stored result and no "answered" marker has not finished it. A
+    drawing longer than one let-go is always caught, however fast the machine or busy its cores."""
+    pids = {pid: worker for worker in workers for pid in worker.drawing_pids() if Path(f"/proc/{pid}").exists()}
+    client = redis.Redis.from_url(broker_url)
+    backend = make_celery(broker_url, 60).backend
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with held(*pids):
+                wait_for(lambda: all(_stopped(pid) for pid in pids), 60, "every drawing process stopped")
+                caught = [pids[w.pid] for w in read_workers(client) if w.pid in pids and w.task is not None
+                          and not client.exists(backend.get_key_for_task(w.task), answered_key(w.task))]
+                if caught:
+                    yield caught[0]
+                    return
+            time.sleep(LET_GO_S)
+        raise WaitTimeout(f"no drawing caught in {timeout:g} s")
+    finally:
+        client.close()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped (or the process gone): nothing it does can change Redis
+    until it goes on. A stop signal reaches the threads one by one."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            states.append(stat.read_text().rpartition(")")[2].split()[0])
+    return all(state in ("T", "t", "Z", "X") for state in states)
 
 
 def celery_cli(broker_url: str, *args: str) -> str:

@@ -14,11 +14,10 @@ import hashlib
 import io
 import json
 import logging
-import os
 import pickle
-import signal
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,8 @@ from PIL import Image
 
 from bot.drawing.celery.app import QUEUE, make_celery
 from bot.drawing.celery.copies import drop_copies
-from bot.drawing.celery.wire import (TASK_NAME, WorkerInfo, answered_key, heartbeat_key, order_to_message, task_id_for,
-                                     write_heartbeat)
+from bot.drawing.celery.wire import (TASK_NAME, WorkerInfo, answered_key, heartbeat_key, order_to_message, read_workers,
+                                     task_id_for, write_heartbeat)
 from bot.drawing.celery.pool import CeleryPool
 from bot.drawing.fairqueue import Ticket
 from inference.drawer import Drawer, DrawerSpec, WorkOrder
@@ -83,6 +82,28 @@ def worker(redis_server: RedisServer, two_styles: ModelStore,
         assert running.stop() == 0, running.log()
 
 
+@pytest.fixture(autouse=True)
+def nothing_left_on_the_worker(worker: RunningWorker, redis_server: RedisServer) -> None:
+    """Each test starts with the worker idle. An earlier test may leave a copy of an order on it (one the
+    bot sent again), and a drawing process stopped while its heartbeat still names that copy looks busy
+    to the bot for as long as it is stopped: the bot would send it nothing. Idle is read off Redis: no
+    order queued or held, then a heartbeat of each drawing process written after that, naming no task."""
+    client = redis_server.client()
+    client.select(DB)
+    try:
+        wait_for(lambda: client.llen(QUEUE) == 0 and client.hlen("unacked") == 0, 120, "every order acknowledged",
+                 context=lambda: f"queued {client.llen(QUEUE)}, unacknowledged {client.hlen('unacked')}")
+        since = time.time()
+
+        def idle_beats() -> bool:
+            beats = {w.pid: w for w in read_workers(client)}
+            return all(pid in beats and beats[pid].task is None and beats[pid].seen >= since
+                       for pid in worker.drawing_pids())
+        wait_for(idle_beats, 120, "a heartbeat of each drawing process, drawing nothing")
+    finally:
+        client.close()
+
+
 @contextlib.asynccontextmanager
 async def celery_pool(url: str) -> AsyncIterator[CeleryPool]:
     """The bot's pool, started, once it sees both drawing processes of the worker."""
@@ -124,7 +145,7 @@ def test_one_photo_drawn_in_two_styles_at_once_comes_back_in_each_style(
             # both are out at once however fast the tiny styles draw (its drawing processes beat on).
             with held(worker.process.pid):
                 _, tasks = one_photo_in_every_style(pool, "job-styles", seed=1)
-                await until(lambda: pool.running == 2, 30, "both drawings sent")
+                await until(lambda: pool.running == 2, 120, "both drawings sent")
             return list(await within(asyncio.gather(*(t.result for t in tasks)), 120))
 
     results = asyncio.run(go())
@@ -146,7 +167,7 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
             ids = [task_id_for(o.job_id, t.key, SECRET) for o, t in zip(orders, tasks)]
             marks = redis.Redis.from_url(url)
             try:  # the pool's next look marks them answered, in Redis, for the workers to read
-                await until(lambda: all(marks.exists(answered_key(i)) for i in ids), 30, "answered markers in Redis")
+                await until(lambda: all(marks.exists(answered_key(i)) for i in ids), 120, "answered markers in Redis")
             finally:
                 marks.close()
             return ids
@@ -157,14 +178,14 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
     app = make_celery(url, 60)
     order = WorkOrder("job-again", synthetic_photo(160, 120, seed=2), STYLES[0], SETTINGS)
     app.send_task(TASK_NAME, args=[order_to_message(order)], task_id=task_ids[0], queue=QUEUE)
-    worker.wait_for_log(f"task {task_ids[0]} (job job-again): already answered; not drawn again", 60)
+    worker.wait_for_log(f"task {task_ids[0]} (job job-again): already answered; not drawn again")
     assert worker.log().count(f"task {task_ids[0]} (job job-again): {STYLES[0]} drawn in") == 1
     client = redis_server.client()
     client.select(DB)
     try:
         # Acknowledged, not left to come back: the worker's main process acks it just after the task
         # returns, which may be a moment after the task's own log line.
-        wait_for(lambda: client.llen(QUEUE) == 0 and client.hlen("unacked") == 0, 30, "the copy acknowledged",
+        wait_for(lambda: client.llen(QUEUE) == 0 and client.hlen("unacked") == 0, 120, "the copy acknowledged",
                  context=lambda: f"queued {client.llen(QUEUE)}, unacknowledged {client.hlen('unacked')}")
         assert client.get(f"celery-task-meta-{task_ids[0]}") is None  # no result stored for nobody
     finally:
@@ -188,9 +209,9 @@ def test_a_stored_result_that_is_not_ours_is_never_read_and_the_photo_is_drawn_a
         async with celery_pool(url) as pool:
             with held(worker.process.pid):  # the order waits in Redis while the pickle takes its result's place
                 ticket = pool.submit(order, 1, key)
-                await until(lambda: pool.running == 1, 30, "the photo sent")
+                await until(lambda: pool.running == 1, 120, "the photo sent")
                 client.set(result_of_task, pickle.dumps({"status": "SUCCESS", "result": Opens(planted)}))
-                await until(lambda: "(its result was unreadable); sending it again" in caplog.text, 30,
+                await until(lambda: "(its result was unreadable); sending it again" in caplog.text, 120,
                             "the photo sent again")
             return await within(ticket.result, 120)
 
@@ -210,36 +231,34 @@ def test_celery_s_view_of_a_running_task_shows_no_photo_bytes(
     message that a drawing process holds (Redis keeps it until the task is acknowledged)."""
     async def go() -> list[dict[str, Any]]:
         async with celery_pool(redis_server.url(db=DB)) as pool:
-            for pid in worker.drawing_pids():
-                os.kill(pid, signal.SIGSTOP)  # the worker takes the orders and holds them
+            client = redis_server.client()
+            client.select(DB)
             try:
-                _, tasks = one_photo_in_every_style(pool, "job-inspect", seed=3)
-                client = redis_server.client()
-                client.select(DB)
-                try:
-                    # This job's orders, by style: an earlier test's order may still be held in the module's
-                    # Redis database, and under load the stopped processes' heartbeats go stale and the bot
-                    # may send an order again meanwhile, so a style can be held twice.
-                    def by_style() -> dict[str, Any]:
-                        held = (json.loads(raw)[0] for raw in client.hvals("unacked"))
-                        return {m["headers"]["argsrepr"]: m for m in held
-                                if m["headers"]["argsrepr"].startswith("(job job-inspect,")}
-                    await until(lambda: len(by_style()) == 2, 30)
-                    held = list(by_style().values())
-                finally:
-                    client.close()
-            finally:
-                for pid in worker.drawing_pids():
-                    os.kill(pid, signal.SIGCONT)
-            await within(asyncio.gather(*(t.result for t in tasks)), 120)
-            return held
+                with contextlib.ExitStack() as stopped:
+                    # Both orders are sent while the drawing processes beat on (the bot sends only to a
+                    # process it sees free) and the worker's main process is held; then the drawing
+                    # processes stop, and the main process takes both orders and holds them for them.
+                    with held(worker.process.pid):
+                        _, tasks = one_photo_in_every_style(pool, "job-inspect", seed=3)
+                        await until(lambda: pool.running == 2, 120, "both drawings sent")
+                        stopped.enter_context(held(*worker.drawing_pids()))
 
-    held = asyncio.run(go())
+                    def by_style() -> dict[str, Any]:
+                        messages = (json.loads(raw)[0] for raw in client.hvals("unacked"))
+                        return {m["headers"]["argsrepr"]: m for m in messages}
+                    await until(lambda: len(by_style()) == 2, 120, "both orders held by the worker")
+                    orders = list(by_style().values())
+            finally:
+                client.close()
+            await within(asyncio.gather(*(t.result for t in tasks)), 120)
+            return orders
+
+    orders = asyncio.run(go())
     photo = synthetic_photo(160, 120, seed=3)
-    assert sorted(m["headers"]["argsrepr"] for m in held) == sorted(
+    assert sorted(m["headers"]["argsrepr"] for m in orders) == sorted(
         f"(job job-inspect, {style}, photo of {len(photo):,} bytes)" for style in STYLES)
-    assert all(m["headers"]["kwargsrepr"] == "{}" for m in held)
-    body = msgpack.unpackb(base64.b64decode(held[0]["body"]), raw=False)
+    assert all(m["headers"]["kwargsrepr"] == "{}" for m in orders)
+    body = msgpack.unpackb(base64.b64decode(orders[0]["body"]), raw=False)
     assert body[0][0]["data"] == photo  # the photo travels in the body, for the worker alone
 
 
@@ -247,28 +266,35 @@ def test_a_process_drawing_something_else_gets_no_photo_sent_to_it(
         worker: RunningWorker, redis_server: RedisServer) -> None:
     """A worker process whose heartbeat names a task the bot is not waiting for (a photo whose job was
     stopped, an order of another bot on the same Redis) is busy: a photo sent to it would wait in
-    Redis while its status said "Drawing…". Here the two real processes hold still (SIGSTOP) with a
-    photo each, and a third process beats while drawing another bot's task."""
+    Redis while its status said "Drawing…". Here the worker's main process is held, so the two photos
+    the bot sends wait in Redis while its two real processes beat on, and a third process beats while
+    drawing another bot's task."""
     client = redis_server.client()
     client.select(DB)
     other = WorkerInfo("animebot@elsewhere", 1, STYLES, "onnxruntime f32", "off: test", "another-bot:1", time.time())
 
+    async def looked_at(pool: CeleryPool, beat: int) -> None:
+        """Until ``pool`` has read a heartbeat of the third process's written now (its engine names ``beat``)."""
+        engine = f"onnxruntime f32, beat {beat}"
+        write_heartbeat(client, replace(other, engine=engine, seen=time.time()), 10)
+        await until(lambda: any(w.engine == engine for w in pool.workers()), 120, f"the pool's look at beat {beat}")
+
     async def go() -> tuple[int, int]:
         async with celery_pool(redis_server.url(db=DB)) as pool:
             write_heartbeat(client, other, 10)
-            await until(lambda: pool.size == 3, 10)
-            for pid in worker.drawing_pids():
-                os.kill(pid, signal.SIGSTOP)
+            await until(lambda: pool.size == 3, 120, "the third process seen")
             try:
-                _, tasks = one_photo_in_every_style(pool, "job-busy", seed=4)
-                third = pool.submit(WorkOrder("job-busy-3", synthetic_photo(160, 120, seed=5), STYLES[0], SETTINGS),
-                                    2, "busy-3")
-                await until(lambda: pool.running == 2, 10)
-                await asyncio.sleep(1.5)  # past the pool's next look at the heartbeats
-                sent = pool.running, sum(t.started.is_set() for t in [*tasks, third])
+                with held(worker.process.pid):
+                    _, tasks = one_photo_in_every_style(pool, "job-busy", seed=4)
+                    third = pool.submit(WorkOrder("job-busy-3", synthetic_photo(160, 120, seed=5), STYLES[0],
+                                                  SETTINGS), 2, "busy-3")
+                    await until(lambda: pool.running == 2, 120, "two photos sent")
+                    # Two looks at the heartbeats after that: whatever the first let the pool send is sent by
+                    # the second (the pool's sends and its reads of Redis take turns on one thread).
+                    await looked_at(pool, 1)
+                    await looked_at(pool, 2)
+                    sent = pool.running, sum(t.started.is_set() for t in [*tasks, third])
             finally:
-                for pid in worker.drawing_pids():
-                    os.kill(pid, signal.SIGCONT)
                 client.delete(heartbeat_key(other))
             await within(asyncio.gather(*(t.result for t in [*tasks, third])), 120)
             return sent

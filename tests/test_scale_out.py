@@ -10,7 +10,7 @@ import os
 import re
 import signal
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from bot.drawing.celery.wire import read_workers
 from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
-from bot.drawing.celery.wire import read_workers
 from testkit.bot_harness import RunningBot, group_chat, pick_style, private_chat, start_bot
 from testkit.clip_maker import mp4, pan_frames, read_back
 from tests.conftest import QUICK_STYLE, psnr
@@ -31,7 +31,7 @@ from testkit.replies import album_files, answers, buttons, is_answer, is_status,
 from tests.test_bot_answers import jpeg
 from testkit.fake_telegram import TOKEN, Call, FakeTelegram
 from testkit.redis_server import PASSWORD, RedisServer, free_port
-from testkit.worker_harness import RunningWorker, start_worker
+from testkit.worker_harness import RunningWorker, caught_drawing, held, start_worker
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -104,20 +104,14 @@ def all_answered_once(fake: FakeTelegram, home: Path, messages: list[dict[str, A
     assert got == [[expected]] * len(messages), got
 
 
-def burst(fake: FakeTelegram, first_user: int, count: int) -> list[dict[str, Any]]:
+def burst(fake: FakeTelegram, first_user: int, count: int, held_by: Sequence[RunningWorker] = ()) -> list[dict[str, Any]]:
     """One photo from each of ``count`` users, each a photo never sent before (nothing comes from the
-    cache), drawn in Hayao: slow enough for a fault to land while some are drawn and others wait."""
-    return [fake.photo_message(*private_chat(first_user + i), jpeg(first_user + i, (1280, 960)), caption=SLOW)
-            for i in range(count)]
-
-
-def drawing_now(cluster: Cluster, worker: RunningWorker) -> bool:
-    """Whether the worker's heartbeat in Redis names a task it is drawing."""
-    client = cluster.redis.client()
-    try:
-        return any(w.task for w in read_workers(client) if w.pid in worker.drawing_pids())
-    finally:
-        client.close()
+    cache), drawn in Hayao: slow enough for a fault to land while some are drawn and others wait. With
+    ``held_by``, they are sent while those workers' main processes are held: none is drawn before all
+    are sent, however fast the CPU draws (the photos are made first)."""
+    photos = [jpeg(first_user + i, (1280, 960)) for i in range(count)]
+    with held(*(w.process.pid for w in held_by)):
+        return [fake.photo_message(*private_chat(first_user + i), photo, caption=SLOW) for i, photo in enumerate(photos)]
 
 
 @dataclass
@@ -197,10 +191,11 @@ def test_stats_healthz_and_metrics_show_the_workers_and_the_queue(cluster: Clust
 
 def test_a_worker_killed_while_drawing_loses_no_photo(cluster: Cluster) -> None:
     fake = cluster.fake
-    victim = cluster.workers[0]
-    sent = burst(fake, 5100, 10)
-    fake.wait_for(lambda: drawing_now(cluster, victim), 300)
-    victim.kill9()  # with a photo on it, and more waiting
+    sent = burst(fake, 5100, 10, held_by=cluster.workers)
+    # The victim is whichever worker is caught drawing; its last heartbeat, naming the photo, stays in
+    # Redis a few seconds after the kill, long enough for the bot to have seen the photo being drawn.
+    with caught_drawing(cluster.workers, cluster.redis.url()) as victim:
+        victim.kill9()  # with a photo on it, and more waiting
     cluster.workers.remove(victim)
     all_answered_once(fake, cluster.bot.home, sent)
     assert "(its worker stopped answering); sending it again" in cluster.bot.log()
@@ -209,8 +204,6 @@ def test_a_worker_killed_while_drawing_loses_no_photo(cluster: Cluster) -> None:
 
 def test_redis_gone_twice_and_back_empty_loses_no_photo(cluster: Cluster) -> None:
     fake = cluster.fake
-    sent = burst(fake, 5200, 6)
-    fake.wait_for(lambda: any(drawing_now(cluster, w) for w in cluster.workers), 300)
     down, back = "the broker is unreachable", "the broker is reachable again"
     before = {line: cluster.bot.log().count(line) for line in (down, back)}
     beats_lost = [w.log().count("heartbeat: cannot reach Redis") for w in cluster.workers]
@@ -218,7 +211,9 @@ def test_redis_gone_twice_and_back_empty_loses_no_photo(cluster: Cluster) -> Non
     def bot_said(line: str, times: int) -> bool:
         return cluster.bot.log().count(line) >= before[line] + times
 
-    cluster.redis.kill()  # with photos being drawn and waiting
+    sent = burst(fake, 5200, 6, held_by=cluster.workers)
+    with caught_drawing(cluster.workers, cluster.redis.url()):
+        cluster.redis.kill()  # with a photo being drawn and others waiting
     during = burst(fake, 5210, 2)  # accepted and told they wait
     fake.wait_for(lambda: bot_said(down, 1) and all(w.log().count("heartbeat: cannot reach Redis") > n
                                                     for w, n in zip(cluster.workers, beats_lost)),
