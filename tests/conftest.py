@@ -27,6 +27,7 @@ import pytest
 import torch
 from PIL import Image, ImageDraw, ImageFilter
 
+from bot.chat import repeats
 from inference.backends import TorchStylizer
 from inference.generator import Generator, GeneratorWidths
 from testkit.bot_harness import start_bot
@@ -114,6 +115,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
         if uses & SHARED_FIXTURES or starts_bot or name in LONG_TESTS or item.path.name in LONG_MODULES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def presses_on_purpose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test presses a button again at machine speed, where a person pressing it again on purpose takes
+    seconds: the bots served in this process answer every press that is not still being answered. The
+    double-tap window (bot/chat/repeats.py) is tested on its own, and sets it back."""
+    monkeypatch.setattr(repeats, "REPEAT_S", 0.0)
 
 
 def photo_paths() -> list[Path]:

@@ -26,7 +26,6 @@ import pytest
 from PIL import Image
 
 from inference import sticker
-from bot.chat import repeats
 from inference.backends import TorchStylizer
 from inference.clip_settings import ClipSettings
 from inference.detector import Face, FaceDetector
@@ -239,9 +238,7 @@ def set_of(fake: FakeTelegram, sent: Call) -> str:
     return name
 
 
-def test_stickers_go_into_the_users_own_set_once_each(served: tuple[InProcessBot, FakeTelegram],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(repeats, "REPEAT_S", 0.0)  # a press again on purpose: a person's comes seconds later
+def test_stickers_go_into_the_users_own_set_once_each(served: tuple[InProcessBot, FakeTelegram]) -> None:
     bot, fake = served
     chat, user = private_chat(770005001)
     _, first = drawn(fake, chat, user, synthetic_photo(seed=3101))
@@ -310,8 +307,7 @@ def test_after_forget_stickers_go_into_the_newest_set_past_a_deleted_first_one(
 
 
 def test_a_group_member_with_no_private_chat_gets_the_sticker_and_a_link_to_start_one(
-        served: tuple[InProcessBot, FakeTelegram], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(repeats, "REPEAT_S", 0.0)  # pressed again after /start: a person's takes seconds
+        served: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = served
     group = group_chat(770005009)
     member = {"id": 770005003, "is_bot": False, "first_name": "Member", "language_code": "en"}
