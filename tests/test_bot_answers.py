@@ -193,6 +193,7 @@ def test_a_slow_double_tap_on_an_answer_from_the_cache_sends_one_copy(
     monkeypatch.setattr(repeats, "REPEAT_S", 3600.0)
     tap()
     fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 60)
+    fake.wait_for(lambda: all_handled(bot.home, fake), 60)  # answered and done with, not still on its way
     assert tap() == "Sent just now: it is above."
     assert len(fake.calls_to("sendDocument", chat["id"])) == 1
     monkeypatch.setattr(repeats, "REPEAT_S", 0.0)
