@@ -34,9 +34,10 @@ from bot.service.logs import setup_logging
 from inference.drawer import Drawer, DrawerSpec
 from inference.errors import AnimebotError
 from weights.provision import provision
-from weights.store import ModelStore, default_style
+from weights.store import ModelStore, WeightsError, default_style
 
 log = logging.getLogger("animebot.worker")
+MODELS_POLL_S = 2.0  # how often a worker waiting for the bot's models looks again
 
 
 def run_worker(cfg: WorkerConfig) -> int:
@@ -48,8 +49,9 @@ def run_worker(cfg: WorkerConfig) -> int:
     logging.getLogger("celery.app.trace").setLevel(logging.ERROR)
     store = ModelStore(cfg.home)
     provision(store, cfg.weights, cfg.baked_models)
-    preload = cfg.default_style or default_style(store)
-    store.require_style(preload)  # a mistyped ANIMEBOT_STYLE stops the worker here, not in every pool process
+    preload = _preload_style(cfg, store)
+    if preload is None:
+        return 0  # stopped while waiting for the models
     node = f"animebot@{socket.gethostname()}-{os.getpid()}"
     app = for_worker(cfg.broker_url, cfg.job_timeout_s, cfg.concurrency)
     starter = _ProcessStart(DrawerSpec(cfg.home, cfg.backend, cfg.threads, preload), node, cfg.broker_url,
@@ -64,6 +66,29 @@ def run_worker(cfg: WorkerConfig) -> int:
     worker = app.Worker(hostname=node, queues=[QUEUE], loglevel="INFO", quiet=True)
     worker.start()
     return 1 if starter.failed.is_set() else int(worker.exitcode or 0)
+
+
+def _preload_style(cfg: WorkerConfig, store: ModelStore) -> str | None:
+    """The style each pool process loads first; a mistyped ANIMEBOT_STYLE stops the worker here, not in every
+    pool process. Where the models are read-only (Compose's workers share the bot's), another installs them,
+    perhaps right now: wait for them, saying so once; None if SIGTERM comes first."""
+    stop = threading.Event()
+    waiting = False
+    store.models_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            preload = cfg.default_style or default_style(store)
+            store.require_style(preload)
+            return preload
+        except WeightsError as exc:
+            if os.access(store.models_dir, os.W_OK):
+                raise
+            if not waiting:
+                log.info("waiting for the models in %s, which are read-only here: %s", store.models_dir, exc.message)
+                signal.signal(signal.SIGTERM, lambda *_: stop.set())
+                waiting = True
+        if stop.wait(MODELS_POLL_S):
+            return None
 
 
 def _keep_our_logging(**_: Any) -> None:
