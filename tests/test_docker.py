@@ -138,6 +138,23 @@ def test_a_root_owned_data_folder_is_one_sentence_naming_its_owner(image: str, t
     assert "chown animebot -R 10001:10001 /data" in last and "Traceback" not in done.stderr
 
 
+def test_a_worker_started_before_the_bot_s_models_waits_for_them_and_stops_cleanly(image: str) -> None:
+    """Compose's workers share the bot's models, read-only: one that starts before the bot has installed
+    them says so once and waits (it used to exit, and Compose restarted it over and over)."""
+    models = f"animebot-test-models-{os.getpid()}"
+    docker("volume", "create", models)
+    worker = docker("run", "--detach", "--network", "none", "-v", f"{models}:/data/models:ro", "-e",
+                    "ANIMEBOT_BROKER_URL=redis://:pw@127.0.0.1:9/0", image, "worker").stdout.strip()
+    try:
+        wait_for(lambda: "waiting for the models in /data/models" in docker("logs", worker).stderr, 120,
+                 "the worker waiting")
+        docker("stop", "--time", "30", worker)
+        assert inspect(worker)["State"]["ExitCode"] == 0
+    finally:
+        docker("rm", "--force", worker, check=False)
+        docker("volume", "rm", models, check=False)
+
+
 def test_models_go_in_offline_by_the_documented_import(project: Project) -> None:
     done = project("run", "--rm", "-v", f"{MODELS}:/import:ro", "animebot", "weights", "import", "/import")
     for name in ("hayao", "hayao_v3", "shinkai", "cute", "jp_face", "sketch", "cartoon", "det_500m", "selfie"):

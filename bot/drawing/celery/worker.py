@@ -48,8 +48,13 @@ def run_worker(cfg: WorkerConfig) -> int:
     # It logs each result at INFO, photo bytes and all; its warnings and errors are still wanted.
     logging.getLogger("celery.app.trace").setLevel(logging.ERROR)
     store = ModelStore(cfg.home)
-    provision(store, cfg.weights, cfg.baked_models)
-    preload = _preload_style(cfg, store)
+    store.models_dir.mkdir(parents=True, exist_ok=True)
+    # Read-only models are another's to install (Compose's workers share the bot's): nothing to
+    # provision here, and the worker waits for them if they are not there yet.
+    shared = not os.access(store.models_dir, os.W_OK)
+    if not shared:
+        provision(store, cfg.weights, cfg.baked_models)
+    preload = _preload_style(cfg, store, shared)
     if preload is None:
         return 0  # stopped while waiting for the models
     node = f"animebot@{socket.gethostname()}-{os.getpid()}"
@@ -68,20 +73,19 @@ def run_worker(cfg: WorkerConfig) -> int:
     return 1 if starter.failed.is_set() else int(worker.exitcode or 0)
 
 
-def _preload_style(cfg: WorkerConfig, store: ModelStore) -> str | None:
+def _preload_style(cfg: WorkerConfig, store: ModelStore, shared: bool) -> str | None:
     """The style each pool process loads first; a mistyped ANIMEBOT_STYLE stops the worker here, not in every
-    pool process. Where the models are read-only (Compose's workers share the bot's), another installs them,
-    perhaps right now: wait for them, saying so once; None if SIGTERM comes first."""
+    pool process. ``shared`` models are another's to install, perhaps right now: wait for them, saying so
+    once; None if SIGTERM comes first."""
     stop = threading.Event()
     waiting = False
-    store.models_dir.mkdir(parents=True, exist_ok=True)
     while True:
         try:
             preload = cfg.default_style or default_style(store)
             store.require_style(preload)
             return preload
         except WeightsError as exc:
-            if os.access(store.models_dir, os.W_OK):
+            if not shared:
                 raise
             if not waiting:
                 log.info("waiting for the models in %s, which are read-only here: %s", store.models_dir, exc.message)
