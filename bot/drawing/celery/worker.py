@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -57,7 +58,10 @@ def run_worker(cfg: WorkerConfig) -> int:
     preload = _preload_style(cfg, store, shared)
     if preload is None:
         return 0  # stopped while waiting for the models
-    node = f"animebot@{socket.gethostname()}-{os.getpid()}"
+    # Host and pid alone can repeat: containers on the host's network share its hostname, and
+    # each has its own pid 1. A short random part keeps two such workers apart in Celery's mingle,
+    # in `celery inspect` and in our heartbeats.
+    node = f"animebot@{socket.gethostname()}-{secrets.token_hex(3)}-{os.getpid()}"
     app = for_worker(cfg.broker_url, cfg.job_timeout_s, cfg.concurrency)
     starter = _ProcessStart(DrawerSpec(cfg.home, cfg.backend, cfg.threads, preload), node, cfg.broker_url,
                             os.getpid())
