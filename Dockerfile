@@ -3,17 +3,13 @@
 # Build with the models inside the image instead of downloading them into the
 # data volume on first start:
 #   docker build --build-arg BAKE_WEIGHTS="hayao hayao_v3 shinkai cute jp_face sketch cartoon det_500m selfie sample" -t animebot .
-FROM python:3.11-slim-bookworm
+# Only what .dockerignore lets through reaches the build: never a .env, a
+# virtualenv or a data folder.
 
-# insightface needs opencv-python (the GUI build), which needs libGL and GLib.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends libgl1=1.6.* libglib2.0-0=2.74.* \
-    && rm -rf /var/lib/apt/lists/*
-
-ENV PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PATH=/opt/venv/bin:$PATH
-
+# The virtualenv is made in a stage of its own, so that pip's and apt's leftovers
+# stay out of the image.
+FROM python:3.11-slim-bookworm AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY docker/install.sh docker/install.sh
@@ -24,21 +20,31 @@ COPY weights weights
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 RUN TORCH_INDEX="$TORCH_INDEX" sh docker/install.sh /opt/venv
 
+FROM python:3.11-slim-bookworm
+ENV PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:$PATH
+COPY --from=build /opt/venv /opt/venv
+
 ARG BAKE_WEIGHTS=""
 # The names are a list: word splitting is wanted.
 # hadolint ignore=SC2086
 RUN if [ -n "$BAKE_WEIGHTS" ]; then ANIMEBOT_HOME=/opt/animebot animebot weights download $BAKE_WEIGHTS; fi
 
+# The bot runs as UID 10001, which must own /data (docs/operations.md, "The
+# data volume"). A new volume takes this ownership from the image.
 RUN useradd --create-home --uid 10001 animebot \
-    && mkdir /data \
-    && chown animebot:animebot /data
+    && mkdir -p /data/models /data/cache \
+    && chown -R animebot:animebot /data
 USER 10001:10001
+WORKDIR /app
 
-# The data volume holds the models, the SQLite journal and cache, and the results.
+# The data volume holds the models, the SQLite journal and cache, and the
+# results. docker-compose.yml mounts named volumes here: /data, and
+# /data/models, which workers share.
 ENV ANIMEBOT_HOME=/data \
     ANIMEBOT_WEIGHTS=hayao,hayao_v3,shinkai,cute,jp_face,sketch,cartoon,det_500m,selfie,sample \
     ANIMEBOT_BAKED_MODELS=/opt/animebot/models
-VOLUME ["/data"]
 
 # Healthy while the bot runs with all its workers (a heartbeat file in /data).
 # The first start may download models and export them, hence the long grace.

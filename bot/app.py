@@ -22,7 +22,7 @@ from telegram.ext import (
     filters,
 )
 
-from telegram.error import InvalidToken, NetworkError
+from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from bot.chat import commands, inline, keyboards, photos, presses, privacy
 from bot.service.config import Config, ConfigError
@@ -104,7 +104,29 @@ def run(cfg: Config) -> None:
     app, styles = build_application(cfg)
     try:
         asyncio.run(run_service(app, cfg, styles))
-    except InvalidToken:
+    except InvalidToken as exc:
+        status = _status_without_json(exc)
+        if status is not None:  # a 401 or 404, but not Telegram's: some other web server
+            raise _not_a_bot_api(cfg, f" {status}") from None
         raise ConfigError("Telegram refused the token; check TELEGRAM_BOT_TOKEN") from None
     except NetworkError as exc:
         raise AnimebotError(f"cannot reach the Bot API at {cfg.base_url}: {exc.message}", code="network") from None
+    except TelegramError:  # a success whose body python-telegram-bot could not read
+        raise _not_a_bot_api(cfg, "") from None
+
+
+def _status_without_json(exc: TelegramError) -> str | None:
+    """The HTTP status (as "Not Found (404)") of an error answered without JSON; None for the Bot API's own.
+    python-telegram-bot raises a failed read of the body as a bare TelegramError, the cause of the status's error."""
+    error: BaseException = exc
+    while error.__cause__ is not None:
+        if type(error.__cause__) is TelegramError and isinstance(error, TelegramError):
+            return error.message.split(". Parsing", 1)[0]
+        error = error.__cause__
+    return None
+
+
+def _not_a_bot_api(cfg: Config, status: str) -> ConfigError:
+    """A wrong TELEGRAM_API_BASE_URL reaches a web server that is not a Bot API: say so, not that the token was refused."""
+    return ConfigError(f"{cfg.base_url} is not a Bot API: it answered{status} without the Bot API's JSON; "
+                       "check TELEGRAM_API_BASE_URL")

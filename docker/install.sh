@@ -1,7 +1,5 @@
 #!/bin/sh
 # The image's install step: a virtualenv at $1 with CPU-only torch and animebot.
-# CI runs this same script in a fresh virtualenv (.ci/docker-steps), since
-# no Docker engine is available there.
 #
 # TORCH_INDEX is where the CPU build of torch comes from. PyPI's torch for
 # Linux is the CUDA build (several GB); the image sets the PyTorch CPU index.
@@ -14,3 +12,10 @@ if [ -n "${TORCH_INDEX:-}" ]; then
     "$venv/bin/pip" install --no-cache-dir --index-url "$TORCH_INDEX" torch==2.13.0
 fi
 "$venv/bin/pip" install --no-cache-dir .
+
+# What nothing in a running bot or worker reads (docs/operations.md, "The image"):
+# the packages' own test suites, torch's C++ test programs, and its C++ headers,
+# which only compiling an extension would need (the image has no compiler).
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+find "$site" -depth -type d -name tests -exec rm -rf {} +
+rm -rf "$site/torch/test" "$site/torch/include"

@@ -14,7 +14,7 @@ in tests/: bench/ imports nothing from tests/, and a change to how the bot is dr
 - :mod:`testkit.wait`: the one way to wait, for something observable (never a bare sleep).
 - :mod:`testkit.replies`: the bot's answers to a message, out of the fake API's recorded calls.
 - :mod:`testkit.journal`: what the bot has stored and finished, read from its own SQLite journal.
-- :mod:`testkit.docker_smoke`: the Docker image's start, without a Docker engine (.ci/docker-steps).
+- :mod:`testkit.compose`: the project's docker-compose.yml on a real Docker engine, on an internal network.
 
 pytest fixtures stay in tests/conftest.py; nothing here imports pytest.
 """

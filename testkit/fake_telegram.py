@@ -93,7 +93,9 @@ class StoredFile:
 class FakeTelegram:
     """The server. Use as a context manager, or ``start()`` and ``stop()``."""
 
-    def __init__(self, missing: tuple[str, ...] = ()) -> None:
+    def __init__(self, missing: tuple[str, ...] = (), host: str = "127.0.0.1") -> None:
+        """``host``: the address to listen on; another than loopback only for containers on an internal
+        Docker network, which reach this machine at the network's gateway (tests/test_docker.py)."""
         self.missing = set(missing)  # methods to answer 404, as a minimal Bot API would
         self.faults: dict[str, list[Fault]] = {}  # method (or "download") -> what its next calls suffer
         self.blocked: set[int] = set()  # users who blocked the bot: sending to them is Forbidden
@@ -117,11 +119,11 @@ class FakeTelegram:
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._file_ids = itertools.count(1)
         self._cond = threading.Condition()
-        self._server = _Server(("127.0.0.1", 0), self._handler_class())
+        self._server = _Server((host, 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{port}/bot"
-        self.file_url = f"http://127.0.0.1:{port}/file/bot"
+        self.base_url = f"http://{host}:{port}/bot"
+        self.file_url = f"http://{host}:{port}/file/bot"
 
     # --- lifecycle --------------------------------------------------------------
 

@@ -29,6 +29,12 @@ class RunningWorker(RunningProcess):
         """The pool processes that said they are ready (they draw; the main process only hands out)."""
         return [int(pid) for pid in re.findall(r"animebot worker ready: pid (\d+)", self.log())]
 
+    def node(self) -> str:
+        """The Celery node name this worker took, as its start line says (the name has a random part)."""
+        found = re.search(r"animebot worker (animebot@\S+):", self.log())
+        assert found, f"no start line in the worker's log:\n{self.log()}"
+        return found.group(1)
+
     def wait_for_log(self, text: str, timeout: float = 120) -> None:
         """Until ``text`` is in the log; an error with the log if the worker exits or the time is up."""
         def seen() -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -267,3 +268,25 @@ def test_grafana_and_flower_refuse_to_start_without_their_passwords(tmp_path: Pa
     # An embedded bot has no broker: Flower says why it stops, and exits cleanly (not restarted).
     code, said = entrypoint("flower", tmp_path, celery, CELERY_BROKER_URL="", FLOWER_PASSWORD="s3cret")
     assert code == 0 and said.startswith("no ANIMEBOT_BROKER_URL") and "started" not in said, said
+
+
+def dockerfile_env() -> dict[str, str]:
+    text = re.sub(r"\\\n\s*", " ", (REPO / "Dockerfile").read_text())
+    return {key: value for line in text.splitlines() if line.startswith("ENV ")
+            for key, value in (item.split("=", 1) for item in shlex.split(line[4:]))}
+
+
+def test_compose_gives_each_service_only_the_settings_it_reads() -> None:
+    """The bot gets every setting it reads, by name, and no other service's password; a worker gets no token.
+    (A whole .env passed to the bot, as env_file did, put Redis's, Grafana's and Flower's passwords in it.)"""
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    read = {name for source in ("bot/service/config.py", "weights/store.py")
+            for name in re.findall(r'"((?:ANIMEBOT|TELEGRAM)_[A-Z_]+)"', (REPO / source).read_text())}
+    image_only = {"ANIMEBOT_BAKED_MODELS"}  # where the image's baked models are: the image's own setting
+    bot = services["animebot"]
+    assert "env_file" not in bot
+    assert set(bot["environment"]) == read - image_only - {"ANIMEBOT_WORKER_CONCURRENCY"}
+    worker = services["worker"]
+    assert "env_file" not in worker and not {k for k in worker["environment"] if k.startswith("TELEGRAM")}
+    # The image's list of models to install, which a bare name in Compose's environment would hide.
+    assert bot["environment"]["ANIMEBOT_WEIGHTS"] == f"${{ANIMEBOT_WEIGHTS:-{dockerfile_env()['ANIMEBOT_WEIGHTS']}}}"

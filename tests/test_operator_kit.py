@@ -63,8 +63,11 @@ class Cluster:
     summaries: list[str]
 
     def worker_names(self) -> set[str]:
-        """The Celery node names the workers take: animebot@HOST-PID of each main process."""
-        return {f"animebot@{socket.gethostname()}-{w.process.pid}" for w in self.workers}
+        """The Celery node names the workers took: animebot@HOST-RANDOM-PID of each main process."""
+        names = {w.node() for w in self.workers}
+        assert all(n.startswith(f"animebot@{socket.gethostname()}-") for n in names), names
+        assert {int(n.rsplit("-", 1)[1]) for n in names} == {w.process.pid for w in self.workers}
+        return names
 
 
 def job_of(home: Path, message: dict[str, Any]) -> str:

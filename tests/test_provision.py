@@ -38,3 +38,25 @@ def test_a_baked_file_with_the_wrong_bytes_is_not_taken_for_the_model(tmp_path: 
     assert provision(store, ("det_500m",), baked=baked) == ["det_500m: downloaded and verified"]
     assert fetched == ["det_500m"]
     assert not store.is_installed(store.entry("det_500m"))
+
+
+def test_a_model_that_cannot_be_downloaded_is_a_warning_and_the_rest_are_installed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Offline, the image's default list (ANIMEBOT_WEIGHTS) must not stop a start: the sample photo, say,
+    is left out with a warning that says how to install it, and the models at hand are installed."""
+    if not DET_FILE.is_file():
+        pytest.skip(f"{DET_FILE} is absent: the real detector model is needed")
+
+    def offline(store: ModelStore, entry: object) -> None:
+        raise WeightsError("sample: download failed (ConnectError: [Errno -3] Temporary failure in name resolution)",
+                           code="network")
+
+    monkeypatch.setattr("weights.provision.download", offline)
+    store = ModelStore(tmp_path / "home")
+    with caplog.at_level("WARNING", logger="animebot.weights"):
+        done = provision(store, ("sample", "det_500m"), baked=DET_FILE.parent)
+    assert done[1] == f"det_500m: installed from {DET_FILE}"
+    assert done[0].startswith("sample: download failed (ConnectError")
+    assert "; starting without it (" in done[0] and "animebot weights import" in done[0]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [done[0]]
+    assert store.is_installed(store.entry("det_500m"))

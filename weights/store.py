@@ -35,11 +35,17 @@ def data_home(environ: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("ANIMEBOT_HOME") or "data").resolve()
 
 
+# How to install model files without the internet: the one sentence every "not installed" ends with.
+IMPORT_HINT = ("model files you have are installed with: animebot weights import FOLDER; with Docker Compose: "
+               "docker compose run --rm -v /path/to/models:/import:ro animebot weights import /import")
+
+
 def default_style(store: "ModelStore") -> str:
     """The style used when none is asked for: Hayao when installed, else the first installed."""
     names = [e.name for e in store.installed("style")]
     if not names:
-        raise WeightsError("no style is installed; run: animebot weights download hayao", code="not_installed")
+        raise WeightsError(f"no style is installed in {store.models_dir}; download one with: animebot weights "
+                           f"download hayao; {IMPORT_HINT}", code="not_installed")
     return "hayao" if "hayao" in names else names[0]
 
 

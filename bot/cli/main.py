@@ -3,6 +3,7 @@ around the library so that everything it does is also what the bot does."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -28,9 +29,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AnimebotError as exc:
         print(f"animebot: {exc.message}", file=sys.stderr)
         return 2
+    except PermissionError as exc:
+        print(f"animebot: {_not_writable(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("animebot: interrupted", file=sys.stderr)
         return 130
+
+
+def _not_writable(exc: PermissionError) -> str:
+    """A data folder another user owns (a root-owned /data: a volume made by hand, a bind mount) is one
+    sentence naming the owner it needs and how to give it, not a traceback."""
+    home = data_home()
+    path = Path(exc.filename) if exc.filename else home
+    if path != home and home not in path.parents:
+        return f"{path}: permission denied"
+    uid, gid = os.getuid(), os.getgid()
+    chown = f"chown -R {uid}:{gid} {home}"
+    how = f"docker compose run --rm --user root --entrypoint chown animebot -R {uid}:{gid} {home}" \
+        if Path("/.dockerenv").exists() else f"as root, {chown}"
+    return f"cannot write {path}: {home} must belong to UID {uid}, the user animebot runs as; fix it with: {how}"
 
 
 def _parser() -> argparse.ArgumentParser:

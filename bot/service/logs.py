@@ -49,6 +49,9 @@ def quiet_libraries() -> None:
     # the job, so the limiter's own give-up is noise.
     logging.getLogger("telegram.ext.AIORateLimiter").addFilter(_below_error)  # once, however often called
     logging.getLogger("aiohttp.server").addFilter(_malformed_request)
+    # An answer that is not JSON (a wrong TELEGRAM_API_BASE_URL) is logged with a traceback before it is
+    # raised; the bot says what it means in one line (bot/app.py).
+    logging.getLogger("telegram.request.BaseRequest").addFilter(_without_traceback)
 
 
 def _malformed_request(record: logging.LogRecord) -> bool:
@@ -60,6 +63,11 @@ def _malformed_request(record: logging.LogRecord) -> bool:
         record.msg, record.args = "refused a malformed HTTP request (%s)", (type(error).__name__,)
         record.exc_info, record.exc_text = None, None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True
+
+
+def _without_traceback(record: logging.LogRecord) -> bool:
+    record.exc_info, record.exc_text = None, None
     return True
 
 

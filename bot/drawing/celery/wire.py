@@ -68,7 +68,7 @@ def result_from_message(msg: object) -> Converted | WorkFailed:
 class WorkerInfo:
     """One worker process, as its heartbeat tells the bot (``/stats``, and which styles it can send)."""
 
-    name: str  # the Celery node: animebot@HOST-PID of the worker's main process
+    name: str  # the Celery node: animebot@HOST-RANDOM-PID of the worker's main process
     pid: int  # this drawing process
     styles: tuple[str, ...]
     engine: str  # e.g. "openvino bf16"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -34,9 +35,10 @@ from bot.service.logs import setup_logging
 from inference.drawer import Drawer, DrawerSpec
 from inference.errors import AnimebotError
 from weights.provision import provision
-from weights.store import ModelStore, default_style
+from weights.store import ModelStore, WeightsError, default_style
 
 log = logging.getLogger("animebot.worker")
+MODELS_POLL_S = 2.0  # how often a worker waiting for the bot's models looks again
 
 
 def run_worker(cfg: WorkerConfig) -> int:
@@ -47,10 +49,19 @@ def run_worker(cfg: WorkerConfig) -> int:
     # It logs each result at INFO, photo bytes and all; its warnings and errors are still wanted.
     logging.getLogger("celery.app.trace").setLevel(logging.ERROR)
     store = ModelStore(cfg.home)
-    provision(store, cfg.weights, cfg.baked_models)
-    preload = cfg.default_style or default_style(store)
-    store.require_style(preload)  # a mistyped ANIMEBOT_STYLE stops the worker here, not in every pool process
-    node = f"animebot@{socket.gethostname()}-{os.getpid()}"
+    store.models_dir.mkdir(parents=True, exist_ok=True)
+    # Read-only models are another's to install (Compose's workers share the bot's): nothing to
+    # provision here, and the worker waits for them if they are not there yet.
+    shared = not os.access(store.models_dir, os.W_OK)
+    if not shared:
+        provision(store, cfg.weights, cfg.baked_models)
+    preload = _preload_style(cfg, store, shared)
+    if preload is None:
+        return 0  # stopped while waiting for the models
+    # Host and pid alone can repeat: containers on the host's network share its hostname, and
+    # each has its own pid 1. A short random part keeps two such workers apart in Celery's mingle,
+    # in `celery inspect` and in our heartbeats.
+    node = f"animebot@{socket.gethostname()}-{secrets.token_hex(3)}-{os.getpid()}"
     app = for_worker(cfg.broker_url, cfg.job_timeout_s, cfg.concurrency)
     starter = _ProcessStart(DrawerSpec(cfg.home, cfg.backend, cfg.threads, preload), node, cfg.broker_url,
                             os.getpid())
@@ -64,6 +75,28 @@ def run_worker(cfg: WorkerConfig) -> int:
     worker = app.Worker(hostname=node, queues=[QUEUE], loglevel="INFO", quiet=True)
     worker.start()
     return 1 if starter.failed.is_set() else int(worker.exitcode or 0)
+
+
+def _preload_style(cfg: WorkerConfig, store: ModelStore, shared: bool) -> str | None:
+    """The style each pool process loads first; a mistyped ANIMEBOT_STYLE stops the worker here, not in every
+    pool process. ``shared`` models are another's to install, perhaps right now: wait for them, saying so
+    once; None if SIGTERM comes first."""
+    stop = threading.Event()
+    waiting = False
+    while True:
+        try:
+            preload = cfg.default_style or default_style(store)
+            store.require_style(preload)
+            return preload
+        except WeightsError as exc:
+            if not shared:
+                raise
+            if not waiting:
+                log.info("waiting for the models in %s, which are read-only here: %s", store.models_dir, exc.message)
+                signal.signal(signal.SIGTERM, lambda *_: stop.set())
+                waiting = True
+        if stop.wait(MODELS_POLL_S):
+            return None
 
 
 def _keep_our_logging(**_: Any) -> None:
