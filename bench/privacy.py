@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from storage.cache import Cache, result_key
+from storage.database import Database
 from storage.erasure import Erasure, Erasures
 from storage.journal import Journal
 from storage.retention import sweep
@@ -57,11 +58,12 @@ async def _fill(cache: Cache, users: int, photos: int) -> None:
 async def run(users: int, photos: int, rounds: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-privacy-") as tmp:
         home = Path(tmp)
-        cache = await Cache.open(home / "bot.db", home / "results", max_bytes=1 << 40)
-        journal = await Journal.using(cache.db)
-        await cache.db.execute("PRAGMA secure_delete=OFF")
+        db = await Database.open(home / "bot.db")
+        cache = Cache(db, home / "results", max_bytes=1 << 40)
+        journal = Journal(db)
+        await db.pragma("secure_delete=OFF")
         before = await _bookkeeping(cache, 1_000_000, rounds, holding=False)
-        await cache.db.execute("PRAGMA secure_delete=ON")
+        await db.pragma("secure_delete=ON")
         after = await _bookkeeping(cache, 2_000_000, rounds, holding=True)
         await _fill(cache, users, photos)
         lookups = []
@@ -70,18 +72,17 @@ async def run(users: int, photos: int, rounds: int) -> dict[str, float]:
             await cache.get(result_key(f"{u % users:032x}{0:032x}", "hayao", "v1"))
             lookups.append(time.perf_counter() - started)
         lookup = statistics.median(lookups)
-        erasures = Erasures(cache.db, cache.results_dir)
+        erasures = Erasures(db, cache.results_dir)
         erasure = Erasure(1, 10_000, 10_000, "en")
         await erasures.begin(erasure)
         started = time.perf_counter()
         await erasures.erase(erasure, await journal.who(10_000), 0, 0)
         erase_s = time.perf_counter() - started
-        await cache.db.execute("UPDATE results SET created_at = created_at - 31 * 86400 WHERE rowid % 10 = 0")
-        await cache.db.commit()
+        await db.execute("UPDATE results SET created_at = created_at - 31 * 86400 WHERE rowid % 10 = 0")
         started = time.perf_counter()
-        swept = await sweep(cache.db, cache.results_dir, 30 * DAY)
+        swept = await sweep(db, cache.results_dir, 30 * DAY)
         sweep_s = time.perf_counter() - started
-        await cache.close()
+        await db.close()
     return {"bookkeeping_before_ms": before * 1e3, "bookkeeping_after_ms": after * 1e3,
             "bookkeeping_ratio": after / before, "lookup_ms": lookup * 1e3, "erase_ms": erase_s * 1e3,
             "erase_in_lookups": erase_s / lookup, "sweep_ms": sweep_s * 1e3, "sweep_in_lookups": sweep_s / lookup,

@@ -14,7 +14,7 @@ import secrets
 import time
 from dataclasses import asdict, dataclass
 
-import aiosqlite
+from storage.database import Database
 
 from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings
@@ -45,9 +45,9 @@ def settings_from_json(text: str) -> ConvertSettings:
 
 
 class ResultButtons:
-    """Lives on the cache's connection (see :meth:`storage.cache.Cache.db`)."""
+    """Lives in the bot's database (storage/database.py)."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     async def id_for(self, shown: ShownResult) -> str:
@@ -61,33 +61,29 @@ class ResultButtons:
             (secrets.token_urlsafe(ID_BYTES), shown.chat_id, shown.content_sha256, shown.style, settings, time.time(),
              int(shown.spoiler)),
         )
-        await self._db.commit()
-        async with self._db.execute(
+        row = await self._db.fetchone(
             "SELECT id FROM buttons WHERE chat_id = ? AND content_sha256 = ? AND style = ? AND settings = ?",
             (shown.chat_id, shown.content_sha256, shown.style, settings),
-        ) as cur:
-            row = await cur.fetchone()
+        )
         assert row is not None  # inserted above, or there already
         return str(row[0])
 
     async def shown_in(self, chat_id: int, limit: int) -> list[tuple[str, ShownResult]]:
         """The results shown in ``chat_id`` (their id, and what they are), newest first: in a private chat, the
         user's own results, as the Mini App lists them."""
-        async with self._db.execute(
+        rows = await self._db.fetchall(
             "SELECT id, content_sha256, style, settings, spoiler, created_at FROM buttons WHERE chat_id = ?"
             " ORDER BY created_at DESC, id LIMIT ?", (chat_id, limit),
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [(row[0], ShownResult(chat_id, row[1], row[2], settings_from_json(row[3]), bool(row[4]), row[5]))
                 for row in rows]
 
     async def find(self, button_id: str, chat_id: int) -> ShownResult | None:
         """The result a button names, if it was shown in ``chat_id``; None for anything else."""
-        async with self._db.execute(
+        row = await self._db.fetchone(
             "SELECT content_sha256, style, settings, spoiler, created_at FROM buttons WHERE id = ? AND chat_id = ?",
             (button_id, chat_id),
-        ) as cur:
-            row = await cur.fetchone()
+        )
         if row is None:
             return None
         return ShownResult(chat_id, row[0], row[1], settings_from_json(row[2]), bool(row[3]), row[4])

@@ -6,12 +6,10 @@ photos they sent (``uploads``), the buttons under their results, their preferenc
 photos and results each user asked for, so a result that another user asked for too stays, and
 only this user's link to it goes.
 
-The deleting runs on the bot's one connection (a second writer would fail the first's statements
-with "database is locked" while it holds SQLite's write lock: a connection reading a query's rows
-cannot wait for it). Other requests' statements may run between its statements and commit part of
-it; that is safe because an erasure is first written down (:meth:`Erasures.begin`) and crossed out
-only once the user was told (:meth:`Erasures.finish`): a restart in between finishes it, and running
-it twice deletes nothing more the second time. With ``secure_delete`` on (storage/cache.py) and the
+The deleting is one transaction on the bot's database (storage/database.py): it lands whole or
+not at all. An erasure is first written down (:meth:`Erasures.begin`) and crossed out only once the
+user was told (:meth:`Erasures.finish`): a restart in between finishes it, and running it twice
+deletes nothing more the second time. With ``secure_delete`` on (storage/database.py) and the
 write-ahead log truncated at the end, the deleted rows cannot be read from the file either.
 """
 from __future__ import annotations
@@ -26,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import aiosqlite
+
+from storage.database import Database
 
 log = logging.getLogger("animebot.privacy")
 
@@ -67,22 +67,22 @@ async def drop_results(db: aiosqlite.Connection, results_dir: Path, where: str, 
     return len(names)
 
 
-async def truncate_log(db: aiosqlite.Connection) -> None:
+async def truncate_log(db: Database) -> None:
     """Fold the write-ahead log into the file and empty it: the log keeps old copies of the pages
     it changed, deleted rows among them, until then. Busy readers make it a no-op, done again next time:
     another reader's, or a statement of this connection's still being read by another request, which
     SQLite refuses with "database table is locked" (a stranger's /forget followed at once by a photo
     logged that as a traceback)."""
     try:
-        await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        await db.pragma("wal_checkpoint(TRUNCATE)")
     except sqlite3.OperationalError as exc:
         log.info("the write-ahead log is in use (%s); it is emptied at the next erasure or sweep", exc)
 
 
 class Erasures:
-    """The erasures of the database ``db`` (the cache's connection) and the result files in ``results_dir``."""
+    """The erasures of the database ``db`` and the result files in ``results_dir``."""
 
-    def __init__(self, db: aiosqlite.Connection, results_dir: Path) -> None:
+    def __init__(self, db: Database, results_dir: Path) -> None:
         self._db = db
         self.results_dir = results_dir
 
@@ -91,13 +91,11 @@ class Erasures:
         await self._db.execute("INSERT OR IGNORE INTO erasures (update_id, user_id, chat_id, lang, message_id)"
                                " VALUES (?, ?, ?, ?, ?)", (erasure.update_id, erasure.user_id, erasure.chat_id,
                                                            erasure.lang, erasure.message_id))
-        await self._db.commit()
 
     async def pending(self) -> list[Erasure]:
         """Erasures a crash or a stop interrupted, oldest first."""
-        async with self._db.execute("SELECT update_id, user_id, chat_id, lang, message_id, summary FROM erasures"
-                                    " ORDER BY update_id") as cur:
-            rows = await cur.fetchall()
+        rows = await self._db.fetchall("SELECT update_id, user_id, chat_id, lang, message_id, summary FROM erasures"
+                                       " ORDER BY update_id")
         return [Erasure(r[0], r[1], r[2], r[3], r[4], _erased(r[5]) if r[5] else None) for r in rows]
 
     async def erase(self, erasure: Erasure, who: str, asked: int, drawn: int) -> Erased:
@@ -105,22 +103,22 @@ class Erasures:
 
         ``who``, ``asked`` and ``drawn`` are the one-way key and the counts that keep the user's
         limits where they were (storage/journal.py, ``who``)."""
-        erased = await self._erase(self._db, erasure.user_id, erasure.update_id)
-        await self._db.execute("DELETE FROM spent WHERE who = ?", (who,))  # counted in asked and drawn
-        if asked or drawn:
-            await self._db.execute("INSERT INTO spent (who, at, asked, drawn) VALUES (?, ?, ?, ?)",
-                                   (who, time.time(), asked, drawn))
-        await self._db.execute("UPDATE erasures SET summary = ? WHERE update_id = ?",
-                               (json.dumps(asdict(erased)), erasure.update_id))
-        await self._db.commit()
+        async with self._db.transaction() as tx:
+            erased = await self._erase(tx, erasure.user_id, erasure.update_id)
+            await tx.execute("DELETE FROM spent WHERE who = ?", (who,))  # counted in asked and drawn
+            if asked or drawn:
+                await tx.execute("INSERT INTO spent (who, at, asked, drawn) VALUES (?, ?, ?, ?)",
+                                 (who, time.time(), asked, drawn))
+            await tx.execute("UPDATE erasures SET summary = ? WHERE update_id = ?",
+                             (json.dumps(asdict(erased)), erasure.update_id))
         await truncate_log(self._db)
         return erased
 
     async def finish(self, erasure: Erasure) -> None:
         """The user was told: cross the erasure out, and with it the contents of the update that asked."""
-        await self._db.execute("DELETE FROM erasures WHERE update_id = ?", (erasure.update_id,))
-        await self._db.execute("UPDATE updates SET payload = '' WHERE update_id = ?", (erasure.update_id,))
-        await self._db.commit()
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM erasures WHERE update_id = ?", (erasure.update_id,))
+            await tx.execute("UPDATE updates SET payload = '' WHERE update_id = ?", (erasure.update_id,))
         await truncate_log(self._db)
 
     async def _erase(self, db: aiosqlite.Connection, uid: int, asking_update: int) -> Erased:

@@ -12,9 +12,8 @@ This is what makes "never lose a photo" true across a crash or a restart.
   was sent) or ``refused`` (a rate limit or quota said no). Answered jobs are
   never run again, so a result is never sent twice.
 
-The bot keeps it in the cache's SQLite file and on the cache's connection
-(:meth:`Journal.using`): one aiosqlite connection runs one statement at a
-time, so the two never hold each other's locks.
+The bot keeps it in its one SQLite file, beside the cache (storage/database.py),
+so that a job's row and what it touches elsewhere can be written in one transaction.
 """
 from __future__ import annotations
 
@@ -22,11 +21,8 @@ import hmac
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-import aiosqlite
-
-from storage.schema import migrate
+from storage.database import Database
 
 
 OPEN_STATES = ("queued", "running")
@@ -55,38 +51,11 @@ class JobCounts:
 
 
 class Journal:
-    """Open with ``await Journal.open(path)``; close with ``await journal.close()``."""
+    """The journal in the bot's database ``db``, which stays the caller's to close."""
 
-    def __init__(self, db: aiosqlite.Connection, owns: bool) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        self._owns = owns
         self._secret: bytes | None = None
-
-    @classmethod
-    async def open(cls, db_path: Path) -> "Journal":
-        """A journal on a connection of its own (tools and tests)."""
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(db_path, timeout=30)
-        await db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL: a commit survives the process dying (kill -9), which is what
-        # we promise; only a power cut may lose the last few.
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.execute("PRAGMA secure_delete=ON")  # as the cache's connection (storage/cache.py)
-        return await cls._ready(db, owns=True)
-
-    @classmethod
-    async def using(cls, db: aiosqlite.Connection) -> "Journal":
-        """A journal on an open connection (the cache's), which stays its owner's to close."""
-        return await cls._ready(db, owns=False)
-
-    @classmethod
-    async def _ready(cls, db: aiosqlite.Connection, owns: bool) -> "Journal":
-        await migrate(db)
-        return cls(db, owns)
-
-    async def close(self) -> None:
-        if self._owns:
-            await self._db.close()
 
     # --- updates -------------------------------------------------------------------
 
@@ -100,35 +69,30 @@ class Journal:
             return []
         ids = [uid for uid, _ in updates]
         marks = ",".join("?" * len(ids))
-        async with self._db.execute(f"SELECT update_id FROM updates WHERE update_id IN ({marks})", ids) as cur:
-            known = {row[0] for row in await cur.fetchall()}
-        now = time.time()
-        fresh = [(uid, payload, now) for uid, payload in updates if uid not in known]
-        await self._db.executemany("INSERT INTO updates (update_id, payload, received_at) VALUES (?, ?, ?)", fresh)
-        await self._db.commit()
+        async with self._db.transaction() as tx:
+            async with tx.execute(f"SELECT update_id FROM updates WHERE update_id IN ({marks})", ids) as cur:
+                known = {row[0] for row in await cur.fetchall()}
+            now = time.time()
+            fresh = [(uid, payload, now) for uid, payload in updates if uid not in known]
+            await tx.executemany("INSERT INTO updates (update_id, payload, received_at) VALUES (?, ?, ?)", fresh)
         return [uid for uid, _, _ in fresh]
 
     async def update_handled(self, update_id: int) -> None:
         await self._db.execute("UPDATE updates SET handled = 1 WHERE update_id = ?", (update_id,))
-        await self._db.commit()
 
     async def unhandled_updates(self) -> list[tuple[int, str]]:
-        async with self._db.execute(
-            "SELECT update_id, payload FROM updates WHERE handled = 0 ORDER BY update_id"
-        ) as cur:
-            return [(row[0], row[1]) for row in await cur.fetchall()]
+        rows = await self._db.fetchall("SELECT update_id, payload FROM updates WHERE handled = 0 ORDER BY update_id")
+        return [(row[0], row[1]) for row in rows]
 
     async def next_offset(self) -> int:
         """The offset that confirms every update stored so far (0: none yet)."""
-        async with self._db.execute("SELECT MAX(update_id) FROM updates") as cur:
-            row = await cur.fetchone()
+        row = await self._db.fetchone("SELECT MAX(update_id) FROM updates")
         return int(row[0]) + 1 if row and row[0] is not None else 0
 
     # --- jobs -----------------------------------------------------------------------
 
     async def job_state(self, job_id: str) -> str | None:
-        async with self._db.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)) as cur:
-            row = await cur.fetchone()
+        row = await self._db.fetchone("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
         return row[0] if row else None
 
     async def create_job(self, job_id: str, chat_id: int, user_id: int, photos: int, request: str,
@@ -139,64 +103,59 @@ class Journal:
         ``album`` is (media_group_id, message ids): the album parts this job
         takes on, recorded in the same transaction so none is taken on twice.
         """
-        cur = await self._db.execute(
-            "INSERT OR IGNORE INTO jobs (job_id, chat_id, user_id, photos, request, state, outcome, created_at,"
-            " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, chat_id, user_id, photos, request, state, outcome, time.time(),
-             None if state in OPEN_STATES else time.time()),
-        )
-        created = cur.rowcount == 1
-        if created and album is not None:
-            group, message_ids = album
-            await self._db.executemany(
-                "INSERT OR IGNORE INTO album_parts (chat_id, message_id, media_group_id, job_id) VALUES (?, ?, ?, ?)",
-                [(chat_id, mid, group, job_id) for mid in message_ids])
-        await self._db.commit()
+        async with self._db.transaction() as tx:
+            cur = await tx.execute(
+                "INSERT OR IGNORE INTO jobs (job_id, chat_id, user_id, photos, request, state, outcome, created_at,"
+                " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, chat_id, user_id, photos, request, state, outcome, time.time(),
+                 None if state in OPEN_STATES else time.time()),
+            )
+            created = cur.rowcount == 1
+            if created and album is not None:
+                group, message_ids = album
+                await tx.executemany(
+                    "INSERT OR IGNORE INTO album_parts (chat_id, message_id, media_group_id, job_id)"
+                    " VALUES (?, ?, ?, ?)", [(chat_id, mid, group, job_id) for mid in message_ids])
         return created
 
     async def album_parts(self, chat_id: int, media_group_id: str) -> dict[int, str]:
         """The album's messages already taken on, each with its job's id."""
-        async with self._db.execute(
+        rows = await self._db.fetchall(
             "SELECT message_id, job_id FROM album_parts WHERE chat_id = ? AND media_group_id = ?",
             (chat_id, media_group_id),
-        ) as cur:
-            return {row[0]: row[1] for row in await cur.fetchall()}
+        )
+        return {row[0]: row[1] for row in rows}
 
     async def job_request(self, job_id: str) -> str | None:
-        async with self._db.execute("SELECT request FROM jobs WHERE job_id = ?", (job_id,)) as cur:
-            row = await cur.fetchone()
+        row = await self._db.fetchone("SELECT request FROM jobs WHERE job_id = ?", (job_id,))
         return row[0] if row else None
 
     async def job_running(self, job_id: str) -> None:
         await self._db.execute("UPDATE jobs SET state = 'running' WHERE job_id = ? AND state = 'queued'", (job_id,))
-        await self._db.commit()
 
     async def count_job_photos(self, job_id: str, photos: int) -> None:
         """Change what an open job counts as against the quota: a clip sent as a file counts one photo
         until its header says how long it is, and then one per second."""
         await self._db.execute(f"UPDATE jobs SET photos = ? WHERE job_id = ? AND state IN {_OPEN}",
                                (photos, job_id, *OPEN_STATES))
-        await self._db.commit()
 
     async def finish_job(self, job_id: str, state: str, outcome: str | None = None, drawn: int = 0) -> None:
         """Mark a job answered; ``drawn`` is how many of its photos were drawn, not taken from the cache."""
         await self._db.execute("UPDATE jobs SET state = ?, outcome = ?, finished_at = ?, drawn = ? WHERE job_id = ?",
                                (state, outcome, time.time(), drawn, job_id))
-        await self._db.commit()
 
     async def set_status_message(self, job_id: str, message_id: int | None) -> None:
         await self._db.execute("UPDATE jobs SET status_message_id = ? WHERE job_id = ?", (message_id, job_id))
-        await self._db.commit()
 
     async def open_jobs(self) -> list[JobRow]:
         """Jobs taken on but not answered, oldest first, each counted as one more attempt."""
-        await self._db.execute(f"UPDATE jobs SET attempts = attempts + 1 WHERE state IN {_OPEN}", OPEN_STATES)
-        await self._db.commit()
-        async with self._db.execute(
-            f"SELECT job_id, chat_id, request, attempts, status_message_id FROM jobs WHERE state IN {_OPEN}"
-            " ORDER BY created_at", OPEN_STATES
-        ) as cur:
-            return [JobRow(*row) for row in await cur.fetchall()]
+        async with self._db.transaction() as tx:
+            await tx.execute(f"UPDATE jobs SET attempts = attempts + 1 WHERE state IN {_OPEN}", OPEN_STATES)
+            async with tx.execute(
+                f"SELECT job_id, chat_id, request, attempts, status_message_id FROM jobs WHERE state IN {_OPEN}"
+                " ORDER BY created_at", OPEN_STATES
+            ) as cur:
+                return [JobRow(*row) for row in await cur.fetchall()]
 
     # --- limits and stats ---------------------------------------------------------------
 
@@ -204,8 +163,7 @@ class Journal:
         """This database's own random key, made with it: it keys :meth:`who`, and the Celery task ids
         (bot/drawing/celery/wire.py), so that neither can be worked out from a user id or a photo."""
         if self._secret is None:
-            async with self._db.execute("SELECT value FROM secrets WHERE name = 'ids'") as cur:
-                row = await cur.fetchone()
+            row = await self._db.fetchone("SELECT value FROM secrets WHERE name = 'ids'")
             assert row is not None, "made by the schema's privacy step"
             self._secret = bytes(row[0])
         return self._secret
@@ -224,51 +182,49 @@ class Journal:
         """
         wanted = tuple(states)
         marks = ",".join("?" * len(wanted))
-        async with self._db.execute(
+        rows = await self._db.fetchall(
             f"SELECT COALESCE(SUM(photos), 0) FROM jobs WHERE user_id = ? AND created_at >= ? AND state IN ({marks})"
             " AND NOT (state = 'failed' AND outcome = 'busy')"
             " UNION ALL SELECT COALESCE(SUM(asked), 0) FROM spent WHERE who = ? AND at >= ?",
             (user_id, since, *wanted, await self.who(user_id), since),
-        ) as cur:
-            return sum(int(row[0]) for row in await cur.fetchall())
+        )
+        return sum(int(row[0]) for row in rows)
 
     async def drawn_since(self, user_id: int, since: float) -> int:
         """Photos drawn for the user since ``since``, counting an unanswered job's photos as drawn
         (they may yet be); photos answered from the cache, or not drawn at all, are not counted."""
-        async with self._db.execute(
+        rows = await self._db.fetchall(
             f"SELECT COALESCE(SUM(CASE WHEN state IN {_OPEN} THEN photos"
             "  WHEN drawn IS NOT NULL THEN drawn WHEN state = 'done' THEN photos ELSE 0 END), 0)"
             " FROM jobs WHERE user_id = ? AND created_at >= ?"
             " UNION ALL SELECT COALESCE(SUM(drawn), 0) FROM spent WHERE who = ? AND at >= ?",
             (*OPEN_STATES, user_id, since, await self.who(user_id), since),
-        ) as cur:
-            return sum(int(row[0]) for row in await cur.fetchall())
+        )
+        return sum(int(row[0]) for row in rows)
 
     async def counts_since(self, since: float, top: int = 5) -> JobCounts:
         """Jobs since ``since`` by state, with the ones their user cancelled (kept as failed, with the
         outcome ``cancelled``) counted apart: a cancel is the user's choice, not a problem of the bot's."""
-        async with self._db.execute(
+        rows = await self._db.fetchall(
             f"SELECT {_STATE_SHOWN} AS shown, COUNT(*), COALESCE(SUM(photos), 0) FROM jobs WHERE created_at >= ?"
             " GROUP BY shown",
             (since,),
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         by_state = {state: count for state, count, _ in rows}
         photos_done = sum(photos for state, _, photos in rows if state == "done")
-        async with self._db.execute(
+        outcomes = [(o, n) for o, n in await self._db.fetchall(
             "SELECT outcome, COUNT(*) FROM jobs WHERE created_at >= ? AND state IN ('failed', 'refused')"
             " AND outcome IS NOT NULL AND outcome != 'cancelled' GROUP BY outcome ORDER BY COUNT(*) DESC LIMIT ?",
             (since, top),
-        ) as cur:
-            outcomes = [(o, n) for o, n in await cur.fetchall()]
+        )]
         return JobCounts(by_state, photos_done, outcomes)
 
     async def prune(self, now: float | None = None) -> None:
         """Forget answered jobs after a few days, handled updates (but the newest, for the offset) and
         forgotten users' counts after a day."""
         now = time.time() if now is None else now
-        await self._db.execute(f"DELETE FROM jobs WHERE state NOT IN {_OPEN} AND created_at < ?",
-                               (*OPEN_STATES, now - KEEP_JOBS_S))
-        await self._db.execute("DELETE FROM spent WHERE at < ?", (now - KEEP_SPENT_S,))
-        await self._db.execute("DELETE FROM updates WHERE handled = 1 AND update_id < (SELECT MAX(update_id) FROM updates)")
-        await self._db.commit()
+        async with self._db.transaction() as tx:
+            await tx.execute(f"DELETE FROM jobs WHERE state NOT IN {_OPEN} AND created_at < ?",
+                             (*OPEN_STATES, now - KEEP_JOBS_S))
+            await tx.execute("DELETE FROM spent WHERE at < ?", (now - KEEP_SPENT_S,))
+            await tx.execute("DELETE FROM updates WHERE handled = 1 AND update_id < (SELECT MAX(update_id) FROM updates)")

@@ -14,8 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiosqlite
-
+from storage.database import Database
 from storage.erasure import drop_results, truncate_log
 
 STRAY_FILE_S = 3600.0  # a file no row names, this old, is not one being written
@@ -35,32 +34,30 @@ class Swept:
         return any((self.results, self.photos, self.requests, self.updates, self.stray_files))
 
 
-async def sweep(db: aiosqlite.Connection, results_dir: Path, keep_s: float, now: float | None = None) -> Swept:
-    """Delete what is older than ``keep_s`` seconds, on the bot's connection (storage/erasure.py says
-    why that one), and stray result files."""
+async def sweep(db: Database, results_dir: Path, keep_s: float, now: float | None = None) -> Swept:
+    """Delete what is older than ``keep_s`` seconds, in one transaction, and stray result files."""
     now = time.time() if now is None else now
     cutoff = now - keep_s
-    results = await drop_results(db, results_dir, "created_at < ?", (cutoff,))
-    photos = (await db.execute("DELETE FROM uploads WHERE seen_at < ?", (cutoff,))).rowcount
-    await db.execute("DELETE FROM buttons WHERE created_at < ?", (cutoff,))
-    await db.execute("DELETE FROM holdings WHERE used_at < ?", (cutoff,))
-    # The sets stay in Telegram, their owner's; the bot forgets which is whose (a later sticker finds the set
-    # by its name again) and which result went where.
-    await db.execute("DELETE FROM stickers WHERE added_at < ?", (cutoff,))
-    await db.execute("DELETE FROM sticker_sets WHERE used_at < ?", (cutoff,))
-    await db.execute("UPDATE users SET last_photo = NULL WHERE last_photo IS NOT NULL"
-                     " AND last_photo NOT IN (SELECT content_sha256 FROM uploads)")
-    await db.execute("DELETE FROM users WHERE style IS NULL AND lang IS NULL AND last_photo IS NULL")
-    # An open job is still to be answered, whatever its age: its request stays until it is.
-    requests = (await db.execute("DELETE FROM jobs WHERE created_at < ? AND state NOT IN ('queued', 'running')",
-                                 (cutoff,))).rowcount
-    await db.execute("DELETE FROM album_parts WHERE job_id NOT IN (SELECT job_id FROM jobs)")
-    # Telegram keeps an update for a day; one still unhandled after this long is past answering.
-    updates = (await db.execute("UPDATE updates SET payload = '', handled = 1 WHERE received_at < ? AND payload != ''",
-                                (cutoff,))).rowcount
-    await db.commit()
-    async with db.execute("SELECT filename FROM results") as cur:
-        named = {row[0] for row in await cur.fetchall()}
+    async with db.transaction() as tx:
+        results = await drop_results(tx, results_dir, "created_at < ?", (cutoff,))
+        photos = (await tx.execute("DELETE FROM uploads WHERE seen_at < ?", (cutoff,))).rowcount
+        await tx.execute("DELETE FROM buttons WHERE created_at < ?", (cutoff,))
+        await tx.execute("DELETE FROM holdings WHERE used_at < ?", (cutoff,))
+        # The sets stay in Telegram, their owner's; the bot forgets which is whose (a later sticker finds the
+        # set by its name again) and which result went where.
+        await tx.execute("DELETE FROM stickers WHERE added_at < ?", (cutoff,))
+        await tx.execute("DELETE FROM sticker_sets WHERE used_at < ?", (cutoff,))
+        await tx.execute("UPDATE users SET last_photo = NULL WHERE last_photo IS NOT NULL"
+                         " AND last_photo NOT IN (SELECT content_sha256 FROM uploads)")
+        await tx.execute("DELETE FROM users WHERE style IS NULL AND lang IS NULL AND last_photo IS NULL")
+        # An open job is still to be answered, whatever its age: its request stays until it is.
+        requests = (await tx.execute("DELETE FROM jobs WHERE created_at < ? AND state NOT IN ('queued', 'running')",
+                                     (cutoff,))).rowcount
+        await tx.execute("DELETE FROM album_parts WHERE job_id NOT IN (SELECT job_id FROM jobs)")
+        # Telegram keeps an update for a day; one still unhandled after this long is past answering.
+        updates = (await tx.execute(
+            "UPDATE updates SET payload = '', handled = 1 WHERE received_at < ? AND payload != ''", (cutoff,))).rowcount
+    named = {row[0] for row in await db.fetchall("SELECT filename FROM results")}
     stray = await asyncio.to_thread(_drop_stray_files, results_dir, named, now)
     await truncate_log(db)
     return Swept(results, photos, requests, updates, stray)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import aiosqlite
+from storage.database import Database
 
 FULL = 120  # the most stickers Telegram takes in a static set
 
@@ -47,18 +47,17 @@ class Placed:
 
 
 class StickerBook:
-    """Lives on the cache's connection (see :meth:`storage.cache.Cache.db`)."""
+    """Lives in the bot's database (storage/database.py)."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     async def current(self, user_id: int, kind: str) -> StickerSet | None:
         """The set the user's next sticker of ``kind`` goes into: their latest of that kind."""
-        async with self._db.execute(
+        row = await self._db.fetchone(
             "SELECT name, number, count FROM sticker_sets WHERE user_id = ? AND kind = ? ORDER BY number DESC LIMIT 1",
             (user_id, kind),
-        ) as cur:
-            row = await cur.fetchone()
+        )
         return StickerSet(row[0], kind, int(row[1]), int(row[2])) if row else None
 
     async def made(self, user_id: int, made: StickerSet) -> None:
@@ -67,20 +66,18 @@ class StickerBook:
             "INSERT INTO sticker_sets (name, user_id, kind, number, count, used_at) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (name) DO UPDATE SET count = excluded.count, used_at = excluded.used_at",
             (made.name, user_id, made.kind, made.number, made.count, time.time()))
-        await self._db.commit()
 
     async def gone(self, name: str) -> None:
         """The set no longer exists on Telegram (its owner deleted it): forget it and what it held."""
-        await self._db.execute("DELETE FROM stickers WHERE set_name = ?", (name,))
-        await self._db.execute("DELETE FROM sticker_sets WHERE name = ?", (name,))
-        await self._db.commit()
+        async with self._db.transaction() as tx:
+            await tx.execute("DELETE FROM stickers WHERE set_name = ?", (name,))
+            await tx.execute("DELETE FROM sticker_sets WHERE name = ?", (name,))
 
     async def placed(self, user_id: int, result_key: str) -> Placed | None:
-        async with self._db.execute(
+        row = await self._db.fetchone(
             "SELECT set_name, position, file_id FROM stickers WHERE user_id = ? AND result_key = ?",
             (user_id, result_key),
-        ) as cur:
-            row = await cur.fetchone()
+        )
         return Placed(row[0], int(row[1]), row[2]) if row else None
 
     async def adding(self, user_id: int, result_key: str, set_name: str, position: int) -> None:
@@ -88,18 +85,16 @@ class StickerBook:
         await self._db.execute(
             "INSERT OR REPLACE INTO stickers (user_id, result_key, set_name, position, file_id, added_at)"
             " VALUES (?, ?, ?, ?, '', ?)", (user_id, result_key, set_name, position, time.time()))
-        await self._db.commit()
 
     async def added(self, user_id: int, result_key: str, file_id: str, count: int) -> None:
         """The sticker is in its set, as ``file_id``; the set now holds ``count``."""
-        await self._db.execute("UPDATE stickers SET file_id = ? WHERE user_id = ? AND result_key = ?",
-                               (file_id, user_id, result_key))
-        await self._db.execute(
-            "UPDATE sticker_sets SET count = ?, used_at = ? WHERE name = (SELECT set_name FROM stickers"
-            " WHERE user_id = ? AND result_key = ?)", (count, time.time(), user_id, result_key))
-        await self._db.commit()
+        async with self._db.transaction() as tx:
+            await tx.execute("UPDATE stickers SET file_id = ? WHERE user_id = ? AND result_key = ?",
+                             (file_id, user_id, result_key))
+            await tx.execute(
+                "UPDATE sticker_sets SET count = ?, used_at = ? WHERE name = (SELECT set_name FROM stickers"
+                " WHERE user_id = ? AND result_key = ?)", (count, time.time(), user_id, result_key))
 
     async def drop(self, user_id: int, result_key: str) -> None:
         """Forget one result's sticker (it is no longer in its set)."""
         await self._db.execute("DELETE FROM stickers WHERE user_id = ? AND result_key = ?", (user_id, result_key))
-        await self._db.commit()

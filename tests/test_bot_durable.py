@@ -16,6 +16,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from storage.journal import Journal
+from storage.database import Database
 from testkit.bot_harness import private_chat, start_bot
 from testkit.journal import journal_rows, settled
 from testkit.replies import STATUS, answers as replies_of
@@ -148,9 +149,10 @@ def test_an_update_stored_but_not_handled_is_handled_at_the_next_start(real_stor
         msg = fake.photo_message(chat, user, distinct_photos(photos, 1)[0], push=False)
 
         async def store() -> None:
-            journal = await Journal.open(home / "bot.db")
+            journal_db = await Database.open(home / "bot.db")
+            journal = Journal(journal_db)
             await journal.add_updates([(41, json.dumps({"update_id": 41, "message": msg}))])
-            await journal.close()
+            await journal_db.close()
 
         asyncio.run(store())
         bot = start_bot(fake, home, real_store.home, **FAST)

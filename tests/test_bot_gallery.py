@@ -35,6 +35,7 @@ from testkit.journal import drawn_by, journal_rows, settled
 from testkit.replies import album_files, answers, buttons
 from testkit.fake_telegram import Call, FakeTelegram
 from storage.journal import Journal
+from storage.database import Database
 from weights.registry import builtin_entries
 from weights.store import ModelStore
 
@@ -115,7 +116,8 @@ def test_without_a_sample_the_menu_is_a_text_list_that_invites_a_photo() -> None
 
 def test_the_quota_counts_only_what_must_be_drawn(tmp_path: Path) -> None:
     async def go() -> None:
-        journal = await Journal.open(tmp_path / "bot.db")
+        journal_db = await Database.open(tmp_path / "bot.db")
+        journal = Journal(journal_db)
         limits = Limits(journal, Access(), per_minute=0, per_day=3)
         await journal.create_job("photo", 1, 1, 1, "{}")
         await journal.finish_job("photo", "done", drawn=1)
@@ -126,7 +128,7 @@ def test_the_quota_counts_only_what_must_be_drawn(tmp_path: Path) -> None:
         await journal.finish_job("styles", "done", drawn=2)
         assert (await limits.allowance(1, 5, drawing=1))[0] == 0  # the quota is spent
         assert await limits.allowance(1, 5, drawing=0) == (5, None)  # all from the cache: free
-        await journal.close()
+        await journal_db.close()
 
     asyncio.run(go())
 

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from storage.cache import Cache, result_key
+from storage.database import Database
 
 
 def run(coro):  # small helper: these tests are plain functions
@@ -14,7 +15,8 @@ def run(coro):  # small helper: these tests are plain functions
 
 def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
     async def scenario() -> None:
-        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        cache_db = await Database.open(tmp_path / "bot.db")
+        cache = Cache(cache_db, tmp_path / "results")
         key = result_key("a" * 64, "hayao", "v1")
         assert await cache.get(key) is None
         stored = await cache.put(key, "a" * 64, "hayao", b"JPEGDATA", 720, 480)
@@ -22,9 +24,11 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         await cache.set_media(key, "PHOTO1", "photo")
         await cache.set_document(key, "DOC1")
         await cache.remember_upload(1, "uniq-1", "a" * 64, "FILE-1")
-        await cache.close()
+        await cache_db.close()
 
-        again = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        again_db = await Database.open(tmp_path / "bot.db")
+
+        again = Cache(again_db, tmp_path / "results")
         hit = await again.get(key)
         assert hit is not None and (hit.media_file_id, hit.document_file_id) == ("PHOTO1", "DOC1")
         assert (hit.width, hit.height) == (720, 480)
@@ -36,7 +40,7 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         await again.set_render_pref(-100, "faces", 0)
         assert await again.render_prefs(-100) == {"strength": 50, "faces": 0}
         assert await again.render_prefs(7) == {}
-        await again.close()
+        await again_db.close()
 
     run(scenario())
     mode = sqlite3.connect(tmp_path / "bot.db").execute("PRAGMA journal_mode").fetchone()[0]
@@ -45,7 +49,8 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
 
 def test_least_recently_used_results_are_evicted_beyond_the_cap(tmp_path: Path) -> None:
     async def scenario() -> None:
-        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results", max_bytes=2500)
+        cache_db = await Database.open(tmp_path / "bot.db")
+        cache = Cache(cache_db, tmp_path / "results", max_bytes=2500)
         keys = [result_key(f"{i:064d}", "hayao", "v1") for i in range(3)]
         for i, key in enumerate(keys[:2]):
             await cache.put(key, f"{i:064d}", "hayao", b"x" * 1000, 10, 10)
@@ -55,26 +60,28 @@ def test_least_recently_used_results_are_evicted_beyond_the_cap(tmp_path: Path) 
         assert await cache.get(keys[0]) is not None and await cache.get(keys[2]) is not None
         assert await cache.total_bytes() == 2000
         assert len(list((tmp_path / "results").rglob("*.jpg"))) == 2
-        await cache.close()
+        await cache_db.close()
 
     run(scenario())
 
 
 def test_a_result_whose_file_vanished_is_a_miss(tmp_path: Path) -> None:
     async def scenario() -> None:
-        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        cache_db = await Database.open(tmp_path / "bot.db")
+        cache = Cache(cache_db, tmp_path / "results")
         key = result_key("b" * 64, "cute", "v1")
         stored = await cache.put(key, "b" * 64, "cute", b"data", 1, 1)
         stored.path.unlink()
         assert await cache.get(key) is None
-        await cache.close()
+        await cache_db.close()
 
     run(scenario())
 
 
 def test_user_prefs_and_stats(tmp_path: Path) -> None:
     async def scenario() -> None:
-        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        cache_db = await Database.open(tmp_path / "bot.db")
+        cache = Cache(cache_db, tmp_path / "results")
         assert await cache.user_prefs(7) == (None, None)
         await cache.set_user_style(7, "cute")
         await cache.set_user_lang(7, "zh")
@@ -82,7 +89,7 @@ def test_user_prefs_and_stats(tmp_path: Path) -> None:
         await cache.bump("cache_hits")
         await cache.bump("cache_hits", 2)
         assert (await cache.stats())["cache_hits"] == 3
-        await cache.close()
+        await cache_db.close()
 
     run(scenario())
 
@@ -91,7 +98,8 @@ def test_results_of_one_photo_with_other_settings_are_files_of_their_own(tmp_pat
     """Two users draw the same photo in the same style with different /settings: each keeps its own file,
     and evicting one leaves the other's intact."""
     async def scenario() -> None:
-        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results", max_bytes=2500)
+        cache_db = await Database.open(tmp_path / "bot.db")
+        cache = Cache(cache_db, tmp_path / "results", max_bytes=2500)
         sha = "c" * 64
         full, half = result_key(sha, "hayao", "v1-s100"), result_key(sha, "hayao", "v1-s50")
         first = await cache.put(full, sha, "hayao", b"FULL" * 250, 10, 10)
@@ -102,7 +110,7 @@ def test_results_of_one_photo_with_other_settings_are_files_of_their_own(tmp_pat
         await cache.put(result_key("d" * 64, "hayao", "v1"), "d" * 64, "hayao", b"x" * 1000, 10, 10)
         assert await cache.get(full) is None  # the least recently used went...
         assert (await cache.get(half)).path.read_bytes() == b"HALF" * 250  # ...and took nothing else with it
-        await cache.close()
+        await cache_db.close()
 
     run(scenario())
 
@@ -125,14 +133,15 @@ def test_a_last_photo_that_was_a_clip_is_forgotten_and_spoilers_are_kept(tmp_pat
     db.close()
 
     async def scenario() -> None:
-        cache = await Cache.open(tmp_path / "bot.db", tmp_path / "results")
+        cache_db = await Database.open(tmp_path / "bot.db")
+        cache = Cache(cache_db, tmp_path / "results")
         assert await cache.last_photo(1) is None
         kept = await cache.last_photo(2)
         assert kept is not None and (kept.content_sha256, kept.file_id, kept.spoiler) == ("p" * 64, "F-photo.jpg", False)
         await cache.set_last_photo(2, "p" * 64, spoiler=True)
         assert (await cache.last_photo(2)).spoiler  # type: ignore[union-attr]
 
-        buttons = ResultButtons(cache.db)
+        buttons = ResultButtons(cache_db)
         plain = ShownResult(5, "p" * 64, "hayao", ConvertSettings())
         first = await buttons.id_for(plain)
         assert (await buttons.find(first, 5)).spoiler is False  # type: ignore[union-attr]
@@ -140,6 +149,6 @@ def test_a_last_photo_that_was_a_clip_is_forgotten_and_spoilers_are_kept(tmp_pat
         assert await buttons.id_for(ShownResult(5, "p" * 64, "hayao", ConvertSettings(), spoiler=True)) == first
         assert await buttons.id_for(plain) == first
         assert (await buttons.find(first, 5)).spoiler is True  # type: ignore[union-attr]
-        await cache.close()
+        await cache_db.close()
 
     run(scenario())

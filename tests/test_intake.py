@@ -19,6 +19,7 @@ from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
 from bot.updates.intake import Intake
 from storage.journal import Journal
+from storage.database import Database
 from testkit.wait import until, within
 from testkit.fake_telegram import TOKEN, FakeTelegram
 
@@ -54,7 +55,8 @@ async def a_start(db: Path, hold: bool = True) -> AsyncIterator[tuple[Intake, Re
     """One run of the bot's intake on the journal at ``db``: the journal opened, an Application
     with the recording handler initialised (getMe, over HTTP to the fake); all closed after.
     With ``hold=False`` a "wait" message does not block."""
-    journal = await Journal.open(db)
+    journal_db = await Database.open(db)
+    journal = Journal(journal_db)
     recorder = Recorder(journal)
     if not hold:
         recorder.hold.set()
@@ -69,7 +71,7 @@ async def a_start(db: Path, hold: bool = True) -> AsyncIterator[tuple[Intake, Re
             finally:
                 await app.shutdown()
     finally:
-        await journal.close()
+        await journal_db.close()
 
 
 async def settle() -> None:

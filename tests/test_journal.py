@@ -12,6 +12,7 @@ from bot.flow.requests import Request, Source, StoredRequestError, request_from_
 from inference.pipeline import ConvertSettings
 from storage.journal import Journal
 from storage.schema import STEPS
+from storage.database import Database
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -20,28 +21,31 @@ def run(coro):  # type: ignore[no-untyped-def]
 
 def test_updates_are_stored_once_and_replayed_until_handled(tmp_path: Path) -> None:
     async def go() -> None:
-        j = await Journal.open(tmp_path / "bot.db")
+        j_db = await Database.open(tmp_path / "bot.db")
+        j = Journal(j_db)
         assert await j.next_offset() == 0
         assert await j.add_updates([(5, "{}"), (6, "{}")]) == [5, 6]
         assert await j.add_updates([(6, "{}"), (7, "{}")]) == [7]  # Telegram sent 6 again
         await j.update_handled(5)
         assert [uid for uid, _ in await j.unhandled_updates()] == [6, 7]
         assert await j.next_offset() == 8
-        await j.close()
-        j = await Journal.open(tmp_path / "bot.db")  # a restart
+        await j_db.close()
+        j_db = await Database.open(tmp_path / "bot.db")  # a restart
+        j = Journal(j_db)
         assert [uid for uid, _ in await j.unhandled_updates()] == [6, 7]
         await j.update_handled(6)
         await j.update_handled(7)
         await j.prune()
         assert await j.next_offset() == 8  # the newest row is kept for the offset
-        await j.close()
+        await j_db.close()
 
     run(go())
 
 
 def test_open_jobs_count_attempts_and_answered_ones_never_come_back(tmp_path: Path) -> None:
     async def go() -> None:
-        j = await Journal.open(tmp_path / "bot.db")
+        j_db = await Database.open(tmp_path / "bot.db")
+        j = Journal(j_db)
         assert await j.create_job("a", 1, 1, 1, "{}")
         assert not await j.create_job("a", 1, 1, 1, "{}")  # a replayed update
         assert await j.create_job("b", 1, 1, 2, "{}")
@@ -51,7 +55,7 @@ def test_open_jobs_count_attempts_and_answered_ones_never_come_back(tmp_path: Pa
         await j.job_running("a")
         assert await j.job_state("a") == "running"
         assert [(r.job_id, r.attempts) for r in await j.open_jobs()] == [("a", 2)]
-        await j.close()
+        await j_db.close()
 
     run(go())
 
@@ -64,7 +68,8 @@ def test_a_request_survives_the_journal_unchanged() -> None:
 
 def test_rate_limit_and_quota_count_from_jobs_and_spare_admins(tmp_path: Path) -> None:
     async def go() -> None:
-        j = await Journal.open(tmp_path / "bot.db")
+        j_db = await Database.open(tmp_path / "bot.db")
+        j = Journal(j_db)
         limits = Limits(j, Access(admins=frozenset({9})), per_minute=3, per_day=5)
         now = time.time()
         assert await limits.allowance(1, 1, now) == (1, None)
@@ -82,14 +87,15 @@ def test_rate_limit_and_quota_count_from_jobs_and_spare_admins(tmp_path: Path) -
         assert allowed == 0 and quota is not None and quota.code == "quota_reached"  # 3 + 2 of 5 today
         assert await limits.allowance(9, 100, now) == (100, None)  # an admin
         assert await limits.allowance(2, 1, now) == (1, None)  # someone else
-        await j.close()
+        await j_db.close()
 
     run(go())
 
 
 def test_the_daily_quota_counts_photos_drawn_and_an_album_gets_what_fits(tmp_path: Path) -> None:
     async def go() -> None:
-        j = await Journal.open(tmp_path / "bot.db")
+        j_db = await Database.open(tmp_path / "bot.db")
+        j = Journal(j_db)
         limits = Limits(j, Access(), per_minute=0, per_day=5)
         await j.create_job("hits", 1, 1, 3, "{}")
         await j.finish_job("hits", "done", drawn=0)  # three repeats answered from the cache
@@ -103,7 +109,7 @@ def test_the_daily_quota_counts_photos_drawn_and_an_album_gets_what_fits(tmp_pat
         await j.create_job("open", 1, 1, 1, "{}")  # not answered yet: it may be drawn
         allowed, refusal = await limits.allowance(1, 4)
         assert allowed == 2 and refusal is not None and refusal.code == "quota_reached"
-        await j.close()
+        await j_db.close()
 
     run(go())
 
@@ -143,15 +149,17 @@ def test_a_database_of_the_first_schema_is_brought_up_to_date(tmp_path: Path) ->
     db.close()
 
     async def go() -> None:
-        j = await Journal.open(tmp_path / "bot.db")
+        j_db = await Database.open(tmp_path / "bot.db")
+        j = Journal(j_db)
         assert await j.job_state("old") == "done"
         assert await j.drawn_since(1, 0) == 1  # an old answered job counts as drawn
         assert await j.create_job("a", 1, 1, 2, "{}", album=("G", [10, 11]))
         assert await j.album_parts(1, "G") == {10: "a", 11: "a"}
-        await j.close()
-        again = await Journal.open(tmp_path / "bot.db")  # opening a current file changes nothing
+        await j_db.close()
+        again_db = await Database.open(tmp_path / "bot.db")  # opening a current file changes nothing
+        again = Journal(again_db)
         assert await again.album_parts(1, "G") == {10: "a", 11: "a"}
-        await again.close()
+        await again_db.close()
 
     run(go())
     assert sqlite3.connect(tmp_path / "bot.db").execute("PRAGMA user_version").fetchone()[0] == len(STEPS)

@@ -16,12 +16,13 @@ from inference import scratch
 from storage.cache import Cache, result_key
 from storage.journal import Journal
 from storage.retention import STRAY_FILE_S, Swept, sweep
+from storage.database import Database
 
 DAY = 86400.0
 KEEP_DAYS = 30
 
 
-async def keep_photo(cache: Cache, journal: Journal, n: int, user_id: int) -> tuple[str, Path]:
+async def keep_photo(db: Database, cache: Cache, journal: Journal, n: int, user_id: int) -> tuple[str, Path]:
     """What the bot keeps once a user's photo was drawn and answered: the result and its file, the upload,
     the holdings, a button, the stored request and the update; returns the photo's hash and the file."""
     sha = f"{n:064x}"
@@ -31,9 +32,8 @@ async def keep_photo(cache: Cache, journal: Journal, n: int, user_id: int) -> tu
     await cache.hold(user_id, sha)
     await cache.hold(user_id, sha, key)
     await cache.set_last_photo(user_id, sha)
-    await cache.db.execute("INSERT INTO buttons (id, chat_id, content_sha256, style, settings, created_at)"
-                           " VALUES (?, ?, ?, 'hayao', '{}', ?)", (f"button{n:06d}", user_id, sha, time.time()))
-    await cache.db.commit()
+    await db.execute("INSERT INTO buttons (id, chat_id, content_sha256, style, settings, created_at)"
+                     " VALUES (?, ?, ?, 'hayao', '{}', ?)", (f"button{n:06d}", user_id, sha, time.time()))
     await journal.add_updates([(n, '{"update_id": %d, "message": {"caption": "private words %d"}}' % (n, n))])
     await journal.update_handled(n)
     await journal.create_job(str(n), user_id, user_id, 1, '{"sources": [{"file_id": "FILE%d"}]}' % n)
@@ -62,10 +62,11 @@ def test_the_sweep_deletes_what_is_older_than_keep_days_and_nothing_younger(tmp_
     db_path, results = tmp_path / "bot.db", tmp_path / "results"
 
     async def keep() -> list[tuple[str, Path]]:
-        cache = await Cache.open(db_path, results)
-        journal = await Journal.using(cache.db)
-        kept = [await keep_photo(cache, journal, n, 700 + n) for n in (1, 2, 3)]
-        await cache.close()
+        cache_db = await Database.open(db_path)
+        cache = Cache(cache_db, results)
+        journal = Journal(cache_db)
+        kept = [await keep_photo(cache_db, cache, journal, n, 700 + n) for n in (1, 2, 3)]
+        await cache_db.close()
         return kept
 
     (old, old_file), (young, young_file), (edge, edge_file) = asyncio.run(keep())
@@ -80,11 +81,11 @@ def test_the_sweep_deletes_what_is_older_than_keep_days_and_nothing_younger(tmp_
     being_written.write_bytes(b"a result on its way")
 
     async def swept_now() -> Swept:
-        cache = await Cache.open(db_path, results)
+        cache_db = await Database.open(db_path)
         try:
-            return await sweep(cache.db, results, KEEP_DAYS * DAY)
+            return await sweep(cache_db, results, KEEP_DAYS * DAY)
         finally:
-            await cache.close()
+            await cache_db.close()
 
     swept = asyncio.run(swept_now())
 
@@ -143,14 +144,14 @@ def test_what_an_older_release_kept_is_linked_to_its_users_and_erased_with_them(
         db.execute("INSERT INTO users (user_id, last_photo) VALUES (72, ?)", (theirs,))
 
     async def forget_71() -> None:
-        cache = await Cache.open(db_path, results)  # the upgrade
-        erasures = Erasures(cache.db, results)
+        cache_db = await Database.open(db_path)  # the upgrade
+        erasures = Erasures(cache_db, results)
         erasure = Erasure(9, 71, 71, "en")
         await erasures.begin(erasure)
         erased = await erasures.erase(erasure, "key", 0, 0)
         assert (erased.results, erased.photos, erased.requests) == (1, 1, 1)
         await erasures.finish(erasure)
-        await cache.close()
+        await cache_db.close()
 
     asyncio.run(forget_71())
     assert rows(db_path, "SELECT content_sha256 FROM uploads") == [(theirs,)]
@@ -178,14 +179,14 @@ def test_an_older_releases_file_ids_are_linked_to_whoever_sent_them_and_only_the
         db.execute("INSERT INTO uploads VALUES ('U3', ?, 'FILE3', 0)", (sha,))  # no request names it
 
     async def forget_81() -> None:
-        cache = await Cache.open(db_path, results)  # the upgrade
-        erasures = Erasures(cache.db, results)
+        cache_db = await Database.open(db_path)  # the upgrade
+        erasures = Erasures(cache_db, results)
         erasure = Erasure(9, 81, 81, "en")
         await erasures.begin(erasure)
         erased = await erasures.erase(erasure, "key", 0, 0)
         assert erased.photos == 1
         await erasures.finish(erasure)
-        await cache.close()
+        await cache_db.close()
 
     asyncio.run(forget_81())
     # The unknown sender's file id might have been the forgotten user's: it went with theirs.

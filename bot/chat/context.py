@@ -29,6 +29,7 @@ from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons
 from storage.cache import Cache
+from storage.database import Database
 
 log = logging.getLogger("animebot.handlers")
 
@@ -38,6 +39,7 @@ class BotState:
     """What every handler needs, kept in ``application.bot_data`` (bot/service/state.py builds it)."""
 
     runner: JobRunner
+    db: Database  # the bot's SQLite file, which every store below works on (storage/database.py)
     cache: Cache
     buttons: ResultButtons
     styles: Styles

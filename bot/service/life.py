@@ -176,7 +176,7 @@ async def _chores(st: BotState, home: Path, keep_s: float) -> None:
             beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
         if time.monotonic() - last_prune > PRUNE_EVERY_S:
             await st.runner.journal.prune()
-            swept = await sweep(st.cache.db, st.cache.results_dir, keep_s)
+            swept = await sweep(st.db, st.cache.results_dir, keep_s)
             if swept:
                 log.info("retention: deleted %d result(s), %d photo record(s), %d request(s), %d update content(s)"
                          " and %d stray file(s) older than %.0f day(s)", swept.results, swept.photos, swept.requests,

@@ -34,6 +34,7 @@ from bot.webapp.jobs import AppJobs
 from inference.drawer import DrawerSpec
 from storage.buttons import ResultButtons
 from storage.cache import Cache
+from storage.database import Database
 from storage.erasure import Erasures
 from storage.journal import Journal
 from storage.stickers import StickerBook
@@ -59,26 +60,27 @@ GROUP_COMMANDS = {
 
 
 async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
-    """Open the cache and the journal, start the workers (they load their models), and wire the runner."""
-    cache = await Cache.open(cfg.home / "bot.db", cfg.home / "results", cfg.cache_bytes)
+    """Open the database, start the workers (they load their models), and wire the runner."""
+    db = await Database.open(cfg.home / "bot.db")
     try:
-        journal = await Journal.using(cache.db)
+        cache = Cache(db, cfg.home / "results", cfg.cache_bytes)
+        journal = Journal(db)
         pool = _pool(cfg, styles, await journal.secret())
         await pool.start()
     except BaseException:
-        await cache.close()
+        await db.close()
         raise
     access = Access(cfg.admins, cfg.allowlist)
     limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
-    buttons = ResultButtons(cache.db)
+    buttons = ResultButtons(db)
     settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
-    stickers = Stickers(app.bot, StickerBook(cache.db), journal.secret)
+    stickers = Stickers(app.bot, StickerBook(db), journal.secret)
     replies = Replies(app.bot, cache, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url)
     runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings, AppJobs(buttons))
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
-    forgetting = Forgetting(app.bot, runner, Erasures(cache.db, cache.results_dir), limits)
-    st = BotState(runner, cache, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
+    forgetting = Forgetting(app.bot, runner, Erasures(db, cache.results_dir), limits)
+    st = BotState(runner, db, cache, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
                   scaled_out=bool(cfg.broker_url))
     app.bot_data.state = st
     await _register_commands(app)
@@ -100,9 +102,9 @@ def _pool(cfg: Config, styles: Styles, secret: bytes) -> Pool:
 
 
 async def close_state(st: BotState) -> None:
-    """Stop the workers, then close the database (the journal's connection too)."""
+    """Stop the workers, then close the database."""
     await st.runner.pool.close()
-    await st.cache.close()
+    await st.db.close()
 
 
 
