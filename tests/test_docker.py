@@ -182,11 +182,12 @@ def test_embedded_a_photo_is_answered_with_the_image_s_defaults_and_the_bot_is_h
 
 
 def drawing_worker(project: Project) -> str | None:
-    """The container of a worker whose heartbeat names a task it is drawing (its hostname is in its node name)."""
+    """The container of a worker whose heartbeat names a task it is drawing (its hostname is in its node name,
+    animebot@HOST-RANDOM-PID)."""
     redis_ip = next(iter(inspect(project.containers("redis")[0])["NetworkSettings"]["Networks"].values()))["IPAddress"]
     client = redis.Redis(host=redis_ip, password=PASSWORDS["REDIS_PASSWORD"], socket_timeout=5)
     try:
-        busy = {w.name.split("@", 1)[1].rsplit("-", 1)[0] for w in read_workers(client) if w.task}
+        busy = {w.name.split("@", 1)[1].rsplit("-", 2)[0] for w in read_workers(client) if w.task}
     finally:
         client.close()
     return next((c for c in project.containers("worker") if c[:12] in busy), None)
