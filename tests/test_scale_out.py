@@ -24,7 +24,7 @@ from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from testkit.bot_harness import RunningBot, group_chat, pick_style, private_chat, start_bot
 from testkit.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import QUICK_STYLE, psnr
+from tests.conftest import QUICK_STYLE, psnr, redis_or_skip
 from testkit.journal import job_of, jobs_for, settled
 from testkit.privacy import redis_holding
 from testkit.replies import album_files, answers, buttons, is_answer, is_status, labels
@@ -228,6 +228,33 @@ def test_redis_gone_twice_and_back_empty_loses_no_photo(cluster: Cluster) -> Non
     cluster.redis.start()
     all_answered_once(fake, cluster.bot.home, sent + during)
     assert bot_said(back, 2)  # once after each outage
+
+
+def test_a_bot_started_while_redis_is_down_says_so_once_and_answers_once_it_is_back(
+        real_store: ModelStore, tmp_path: Path) -> None:
+    """Compose starts the bot beside Redis, not after it: the bot must not die of a broker that is not
+    up yet (it restarted in a loop, a traceback each time); a photo sent meanwhile waits for it."""
+    redis_or_skip()
+    redis = RedisServer(tmp_path / "redis")  # not started: its port refuses connections
+    worker = None
+    with FakeTelegram() as fake:
+        bot = start_bot(fake, tmp_path / "bot", real_store.home, ANIMEBOT_BROKER_URL=redis.url(), **OWN_BOT_ENV)
+        try:
+            message = fake.photo_message(*private_chat(5901), jpeg(5901, (640, 480)))
+            fake.wait_for(lambda: jobs_for(bot.home, message), 120, "the photo taken on")
+            redis.start()
+            worker = start_worker(tmp_path / "worker", real_store.home, redis.url())
+            all_answered_once(fake, bot.home, [message])
+        finally:
+            assert bot.stop() == 0
+            if worker is not None:
+                worker.stop()
+            redis.kill()
+    log = bot.log()
+    said = [line for line in log.splitlines() if " WARNING " in line or " ERROR " in line]
+    assert len(said) == 1 and "the broker is unreachable (ConnectionError" in said[0], said
+    assert "the broker is reachable again" in log
+    assert "Traceback" not in log and PASSWORD not in log
 
 
 def test_a_clip_is_drawn_by_a_worker_on_another_machine(cluster: Cluster,

@@ -105,9 +105,12 @@ class CeleryPool(Pool):
 
     async def start(self) -> None:
         """Look for workers once (the bot starts even if none is up yet, or Redis is down: photos wait)."""
-        await self._look_for_workers()
-        ok, how = self.healthy()
-        (log.info if ok else log.warning)("Celery pool: %s", how)
+        try:
+            await self._look_for_workers()
+            ok, how = self.healthy()
+            (log.info if ok else log.warning)("Celery pool: %s", how)
+        except BROKER_ERRORS as exc:  # said once; the watch loop says when it is back
+            self._broker_down(exc)
         self._loops = [asyncio.create_task(self._dispatch(), name="celery-dispatch"),
                        asyncio.create_task(self._watch(), name="celery-watch")]
 
