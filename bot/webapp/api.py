@@ -29,7 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.chat.context import BotState
-from bot.chat.i18n import pick_lang, t
+from bot.words.catalogue import pick_lang, t
 from bot.chat.photos import STICKER
 from bot.chat.presses import PLAIN
 from bot.flow.previews import PREVIEW_SETTINGS
