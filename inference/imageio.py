@@ -34,7 +34,7 @@ Image.MAX_IMAGE_PIXELS = None
 pillow_heif.register_heif_opener()
 
 FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF", "MPO", "HEIF", "AVIF")
-# The formats a refusal names (bot/chat/i18n.py has the bot's own words for each refusal).
+# The formats a refusal names (bot/words/locales/ has the bot's own words for each refusal).
 KNOWN = "JPEG, PNG, WebP, HEIC or AVIF"
 
 

@@ -27,6 +27,7 @@ from testkit.journal import handled, jobs_for
 from testkit.replies import answers, first_answer, is_status
 from testkit.fake_telegram import TOKEN, Call, FakeTelegram
 from testkit.phone_files import FORMATS as PHONE_FORMATS, MIME, SUFFIX, as_phone_file
+from testkit.words import sentences
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -271,6 +272,15 @@ def test_chinese_users_are_answered_in_chinese_and_lang_overrides(bot: InProcess
 def test_commands_are_registered(bot: InProcessBot, fake: FakeTelegram) -> None:
     names = {c["command"] for call in fake.calls_to("setMyCommands") for c in call.params["commands"]}
     assert {"start", "help", "style", "lang", "about", "anime"} <= names
+
+
+def test_the_command_menus_say_what_the_catalogue_says_in_every_language(bot: InProcessBot, fake: FakeTelegram) -> None:
+    menus = {(call.params.get("language_code", "en"), call.params["scope"]["type"]): call.params["commands"]
+             for call in fake.calls_to("setMyCommands")}
+    for lang in ("en", "zh"):
+        words = sentences(lang)
+        for scope, prefix in (("all_private_chats", "command_"), ("all_group_chats", "group_command_")):
+            assert menus[lang, scope] and all(c["description"] == words[prefix + c["command"]] for c in menus[lang, scope])
 
 
 def test_a_killed_worker_is_replaced_and_its_user_answered(bot: InProcessBot, fake: FakeTelegram) -> None:

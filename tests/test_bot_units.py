@@ -16,7 +16,7 @@ from telegram.ext import CallbackQueryHandler
 from bot.app import build_application
 from bot.service.config import ConfigError, broker_password, load_config
 from bot.chat.photos import anime_command, source_of
-from bot.chat.i18n import TEXTS, error_text, pick_lang, t
+from bot.words.catalogue import LANGUAGES, error_text, pick_lang, t
 from bot.chat.keyboards import (REDRAW, album_keyboard, cancel_keyboard, forget_keyboard, lang_keyboard, result_keyboard,
                                 settings_keyboard, style_keyboard)
 from bot.service.logs import RedactingFormatter
@@ -166,7 +166,7 @@ def test_a_phone_s_photo_sent_as_a_file_is_taken_on_as_a_picture(mime: str, name
 
 
 def test_languages_are_complete_and_picked_sensibly() -> None:
-    assert TEXTS["en"].keys() == TEXTS["zh"].keys()
+    assert LANGUAGES["en"].sentences.keys() == LANGUAGES["zh"].sentences.keys()
     assert pick_lang(None, "zh-hans") == "zh" and pick_lang(None, "de") == "en" and pick_lang("en", "zh") == "en"
     assert "20:1" in t("en", "aspect") and "20:1" in t("zh", "aspect")
     assert error_text("en", "too_small", "This image is too small (10×10).") == "This image is too small (10×10)."

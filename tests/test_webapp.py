@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +33,7 @@ from testkit.redis_server import RedisServer, free_port
 from testkit.replies import first_answer
 from testkit.wait import wait_for
 from testkit.webapp import Answer, call, init_data
+from testkit.words import sentences
 from testkit.worker_harness import start_worker
 from tests.conftest import synthetic_photo
 from weights.store import ModelStore
@@ -167,6 +170,19 @@ def test_the_mini_app_is_offered_in_the_menu_and_under_private_results_and_serve
         assert served.status == 200 and served.headers["Content-Type"].startswith(kind) and served.body
     assert app.get("/app/static/index.py").status == 404
     assert app.get("/app/static/..%2Fapi.py").status == 404
+
+
+def test_the_page_says_what_the_catalogue_says_in_every_language(app: App) -> None:
+    """One table of sentences: the page's are served from bot/words/locales/, as a translator left them there
+    (read here with Babel, apart from the bot's reader), and every sentence app.js names is among them."""
+    html = app.get("/app").body.decode()
+    found = re.search(r'<script id="words" type="application/json">(.*?)</script>', html, re.S)
+    assert found, "the page has its sentences"
+    wanted = {lang: {key.removeprefix("page_"): text for key, text in sentences(lang).items() if key.startswith("page_")}
+              for lang in ("en", "zh")}
+    assert json.loads(found.group(1)) == wanted
+    named = set(re.findall(r'\bT\("(\w+)"', (Path(__file__).parents[1] / "bot/webapp/page/app.js").read_text()))
+    assert len(named) > 20 and named <= wanted["en"].keys()
 
 
 def test_the_api_answers_401_and_nothing_more_to_calls_telegram_did_not_sign_now(app: App) -> None:

@@ -15,7 +15,7 @@ from telegram.ext import ApplicationHandlerStop
 
 from bot.chat import keyboards
 from bot.chat.context import Context, Incoming, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.chat.photos import anime_command
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source

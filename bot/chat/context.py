@@ -21,7 +21,7 @@ from telegram.ext import CallbackContext, ContextTypes, ExtBot
 
 from bot.flow.access import Access
 from bot.updates.albums import AlbumCollector
-from bot.chat.i18n import pick_lang
+from bot.words.catalogue import pick_lang
 from bot.chat.repeats import Presses
 from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner

@@ -12,7 +12,7 @@ from telegram import (InlineQueryResultCachedMpeg4Gif, InlineQueryResultCachedPh
                       InlineQueryResultCachedVideo, InlineQueryResultsButton, Update)
 
 from bot.chat.context import BotState, Context, state, user_lang
-from bot.chat.i18n import t
+from bot.words.catalogue import LANGS, t
 from bot.styles import Styles
 from storage.cache import OwnResult
 
@@ -50,13 +50,13 @@ async def inline_query(update: Update, context: Context) -> None:
 
 
 def style_asked(styles: Styles, text: str) -> str | None:
-    """The installed style a query names (its name, or its display name in either language, or the start
+    """The installed style a query names (its name, or its display name in any language, or the start
     of one); None for an empty query (every result is listed) or one that names no style (none is)."""
     wanted = text.strip().lower()
     if not wanted:
         return None
     for name in styles.ordered:
-        names = (name, styles.display(name, "en"), styles.display(name, "zh"))
+        names = (name, *(styles.display(name, lang) for lang in LANGS))
         if any(n.lower().startswith(wanted) for n in names):
             return name
     return None

@@ -27,7 +27,7 @@ import re
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, WebAppInfo
 
-from bot.chat.i18n import LANG_NAMES, t
+from bot.words.catalogue import LANG_NAMES, t
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 

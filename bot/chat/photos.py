@@ -15,7 +15,7 @@ from typing import Any
 from telegram import Message, User
 
 from bot.chat.context import BotState, Incoming, chat_settings, user_lang, user_style
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.flow.requests import Request, Source
 
 log = logging.getLogger("animebot.handlers")

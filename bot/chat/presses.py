@@ -13,7 +13,7 @@ from telegram.error import TelegramError
 
 from bot.chat import keyboards
 from bot.chat.context import Pressed, answer_quietly, chat_settings, may_configure, user_style
-from bot.chat.i18n import LANGS, t
+from bot.words.catalogue import LANGS, t
 from bot.chat.photos import STICKER
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source

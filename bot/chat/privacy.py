@@ -12,7 +12,7 @@ from telegram.error import TelegramError
 
 from bot.chat import keyboards
 from bot.chat.context import Incoming, Pressed, answer_quietly
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from storage.erasure import Erasure
 
 log = logging.getLogger("animebot.privacy")
@@ -21,7 +21,7 @@ log = logging.getLogger("animebot.privacy")
 async def privacy_command(incoming: Incoming) -> None:
     """``/privacy``: what is kept, why, for how long, who sees it, and how to erase it."""
     st, lang = incoming.st, incoming.lang
-    text = t(lang, "privacy", days=t(lang, "day" if st.keep_days == 1 else "days", count=st.keep_days))
+    text = t(lang, "privacy", days=t(lang, "days", count=st.keep_days))
     if st.scaled_out:
         text += "\n\n" + t(lang, "privacy_scaled_out")
     await incoming.message.reply_text(text)

@@ -21,7 +21,7 @@ from telegram import Bot, InlineKeyboardMarkup, InputMediaPhoto, Message
 from telegram.error import BadRequest, TelegramError
 
 from bot.flow.access import Refusal
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.chat.keyboards import album_keyboard, clip_keyboard, result_keyboard, style_keyboard, style_menu_text
 from bot.flow.requests import Request, Source
 from bot.chat.retry import retrying

@@ -21,7 +21,7 @@ from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
 from bot.drawing.fairqueue import Ticket
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.chat.keyboards import cancel_keyboard
 from bot.drawing.pool import Pool
 from bot.flow.requests import Request
@@ -92,7 +92,7 @@ class Status:
             return t(lang, "drawing")
         if ahead > FAR:
             return t(lang, "queued_far")
-        return t(lang, {0: "queued_next", 1: "queued_one"}.get(ahead, "queued"), ahead=ahead)
+        return t(lang, "queued", count=ahead) if ahead else t(lang, "queued_next")
 
     async def _send_first(self) -> Message | None:
         await asyncio.sleep(0)  # let the other photos of an album queue first

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputSticker, Message
 from telegram.error import BadRequest, Forbidden, TelegramError
 
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.chat.retry import retrying
 from bot.chat.status import reply_to
 from bot.flow.requests import Request

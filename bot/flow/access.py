@@ -37,7 +37,7 @@ class Access:
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a request was not taken on: an i18n key and its values."""
+    """Why a request was not taken on: a sentence's key (bot/words) and its values."""
 
     code: str
     values: dict[str, object]

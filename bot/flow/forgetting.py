@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.chat.retry import retrying
 from bot.flow.access import Limits
 from bot.flow.runner import JobRunner

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.chat.replies import Replies
 from bot.chat.retry import retrying
 from bot.drawing.pool import Pool

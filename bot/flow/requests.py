@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 
-from bot.chat.i18n import error_text, t
+from bot.words.catalogue import error_text, t
 from inference.pipeline import ConvertSettings
 from storage.codec import decode, encode
 

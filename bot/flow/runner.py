@@ -19,7 +19,7 @@ from dataclasses import replace
 from telegram import Bot
 from telegram.error import Forbidden, TelegramError
 
-from bot.chat.i18n import t
+from bot.words.catalogue import t
 from bot.chat.replies import Drawn, Replies
 from bot.chat.status import Status
 from bot.drawing.pool import Pool, Reservation

@@ -18,7 +18,7 @@ from telegram.ext import Application
 from bot.flow.access import Access, Limits
 from bot.updates.albums import AlbumCollector
 from bot.chat.context import BotState
-from bot.chat.i18n import t
+from bot.words.catalogue import LANGS, SOURCE, t
 from bot.service.config import Config
 from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
@@ -41,21 +41,9 @@ from storage.stickers import StickerBook
 
 log = logging.getLogger("animebot")
 
-PRIVATE_COMMANDS = {
-    "en": [("start", "what this bot does"), ("style", "see every style and choose one"),
-           ("settings", "faces, strength, keep colours"), ("lang", "language"),
-           ("help", "how to use it"), ("about", "credits and model licences"),
-           ("privacy", "what is kept, and for how long"), ("forget", "delete everything kept about you")],
-    "zh": [("start", "这个机器人能做什么"), ("style", "查看并选择画风"), ("settings", "人脸、强度、保留颜色"),
-           ("lang", "语言"), ("help", "使用方法"), ("about", "致谢与模型许可"),
-           ("privacy", "保存了什么、保存多久"), ("forget", "删除关于你的全部数据")],
-}
-GROUP_COMMANDS = {
-    "en": [("anime", "reply to a photo to draw it as anime"), ("sticker", "reply to your photo to make it a sticker"),
-           ("settings", "how this group's photos are drawn"), ("help", "how to use it")],
-    "zh": [("anime", "回复一张照片，把它画成动漫"), ("sticker", "回复你的照片，把它做成贴纸"),
-           ("settings", "本群照片的绘制设置"), ("help", "使用方法")],
-}
+# The commands in Telegram's menus; each is described by the sentence command_<name> (group_command_<name>).
+PRIVATE_COMMANDS = ("start", "style", "settings", "lang", "help", "about", "privacy", "forget")
+GROUP_COMMANDS = ("anime", "sticker", "settings", "help")
 
 
 
@@ -110,15 +98,16 @@ async def close_state(st: BotState) -> None:
 
 
 async def _register_commands(app: Application) -> None:
-    """Menus for private chats and groups; English is the default, Chinese for zh clients.
+    """Menus for private chats and groups; English is the default, each other language for its clients.
 
     A menu is a convenience: if Telegram refuses it, the bot still serves.
     """
     try:
-        for lang, code in (("en", None), ("zh", "zh")):
-            await app.bot.set_my_commands([BotCommand(c, d) for c, d in PRIVATE_COMMANDS[lang]],
+        for lang in LANGS:
+            code = None if lang == SOURCE else lang
+            await app.bot.set_my_commands([BotCommand(c, t(lang, f"command_{c}")) for c in PRIVATE_COMMANDS],
                                           scope=BotCommandScopeAllPrivateChats(), language_code=code)
-            await app.bot.set_my_commands([BotCommand(c, d) for c, d in GROUP_COMMANDS[lang]],
+            await app.bot.set_my_commands([BotCommand(c, t(lang, f"group_command_{c}")) for c in GROUP_COMMANDS],
                                           scope=BotCommandScopeAllGroupChats(), language_code=code)
     except TelegramError as exc:
         log.warning("could not register the command menus: %s: %s", exc.__class__.__name__, exc.message)

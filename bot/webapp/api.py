@@ -3,7 +3,8 @@
 Mounted on the bot's own aiohttp server (bot/updates/webhook.py): the
 webhook's in webhook mode, the one on ``ANIMEBOT_METRICS_PORT`` when polling.
 
-- ``GET /app``: the page (bot/webapp/page/), plain HTML, CSS and JS.
+- ``GET /app``: the page (bot/webapp/page/), plain HTML, CSS and JS, with its sentences put in
+  from the bot's catalogue (bot/words), every language's: there is one table, not two.
 - ``/app/api/...``: JSON, each call signed by Telegram (``Authorization: tma
   <initData>``, bot/webapp/auth.py); anything unsigned or stale is a bare 401.
   A user reaches only the results shown in their own chat with the bot.
@@ -18,6 +19,7 @@ chat is a request too, answered from the cache.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import secrets
@@ -29,7 +31,6 @@ from typing import Any
 from aiohttp import web
 
 from bot.chat.context import BotState
-from bot.chat.i18n import pick_lang, t
 from bot.chat.photos import STICKER
 from bot.chat.presses import PLAIN
 from bot.flow.previews import PREVIEW_SETTINGS
@@ -40,6 +41,7 @@ from bot.webapp.limits import API_PER_MINUTE, IMAGES_PER_MINUTE, Window
 from bot.webapp.links import PREFIX, Links
 from bot.webapp.photos import Originals
 from bot.webapp.pictures import Pictures, drawing_key, tile_key
+from bot.words.catalogue import page_words, pick_lang, t
 from inference.pipeline import ConvertSettings
 from storage.buttons import ShownResult
 from storage.cache import CachedResult
@@ -48,6 +50,7 @@ log = logging.getLogger("animebot.webapp")
 
 PAGE_DIR = Path(__file__).with_name("page")
 PAGE_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
+WORDS_SLOT = '<script id="words" type="application/json">{}</script>'  # in index.html: the page's sentences go here
 PAGE = 24  # results a page
 LISTED = 500  # the newest results looked at; older ones are still in the chat
 MAX_BODY = 4096  # the page's JSON bodies are a few dozen bytes
@@ -90,8 +93,7 @@ class WebApp:
     # --- the page -----------------------------------------------------------------
 
     async def _page(self, request: web.Request) -> web.Response:
-        return web.Response(body=(PAGE_DIR / "index.html").read_bytes(), content_type="text/html", charset="utf-8",
-                            headers=_page_headers())
+        return web.Response(body=_page_html(), content_type="text/html", charset="utf-8", headers=_page_headers())
 
     async def _static(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -341,6 +343,15 @@ def _json(data: dict[str, Any]) -> web.Response:
 def _error(kind: type[web.HTTPException], sentence: str, headers: dict[str, str] | None = None) -> web.HTTPException:
     """An error the page shows as it is: one sentence in the user's language."""
     return kind(text=json.dumps({"error": sentence}), content_type="application/json", headers=headers)
+
+
+@functools.cache
+def _page_html() -> bytes:
+    """index.html with what the page says, in every language, from the catalogue: the page picks its language
+    itself (it is served before anyone signs in), and has its words before it has asked the bot anything."""
+    html = (PAGE_DIR / "index.html").read_text("utf-8")
+    words = json.dumps(page_words(), ensure_ascii=False).replace("<", "\\u003c")  # nothing in it can close the tag
+    return html.replace(WORDS_SLOT, WORDS_SLOT.replace("{}", words)).encode()
 
 
 def _page_headers() -> dict[str, str]:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.chat.i18n import TEXTS, t
+from bot.words.catalogue import known, t
 from bot.chat.replies import Drawn
 from bot.chat.status import Status
 from bot.flow.requests import Request
@@ -24,7 +24,7 @@ KEEP_S = 900.0  # an ended job is asked about for seconds; kept a quarter of an 
 def page_sentence(lang: str, code: str, values: dict[str, object]) -> str:
     """Why a request was refused, as the page says it: in the page's words where the chat's would not fit
     (nobody "sent a photo" by pressing Keep)."""
-    return t(lang, f"webapp_{code}" if f"webapp_{code}" in TEXTS["en"] else code, **values)
+    return t(lang, f"webapp_{code}" if known(f"webapp_{code}") else code, **values)
 
 
 @dataclass

@@ -22,46 +22,17 @@ function telegramScript() {
   });
 }
 
-const TEXT = {
-  en: {
-    title: "Your drawings", styles: "Styles", photo: "Photo", anime: "Anime", strength: "Strength",
-    keep_colours: "Keep colours", keep: "Keep {s}%", send: "Send to chat", sticker: "Send as sticker",
-    open_styles: "Other styles", more: "More", back: "Back",
-    empty: "Send me a photo in our private chat; your drawings there show up here (a group's stay in the group).",
-    gone: "That drawing is not here: it was deleted, or the link is wrong.",
-    unsigned: "Open this page from the bot's chat in Telegram.",
-    too_many: "Too many requests; wait a minute.", offline: "No connection to the bot; try again.",
-    failed: "Something went wrong; try again.", queued: "In queue: {n} ahead of yours…",
-    queued_next: "In queue: yours is next…", drawing: "Drawing…", sent: "Sent to the chat.",
-    sent_sticker: "Sent to the chat as a sticker, and added to your set.", kept: "Kept: drawn at {s}%.",
-    reconnecting: "The bot is not answering (restarting?); your drawing is kept, still asking…",
-    stalled: "Waiting for the drawing workers to come back…",
-    preview_upto: "The preview shows up to {s}% here; Keep draws it.",
-    preview_colours: "Keep draws it with the other colours; the preview cannot show them for this drawing.",
-    no_photo: "The photo is no longer available, so there is nothing to compare with.",
-    styles_hint: "Your photo in every style. Tap one to draw it at full size.",
-    styles_drawing: "Drawing the other styles…",
-  },
-  zh: {
-    title: "你的作品", styles: "画风", photo: "原图", anime: "动漫", strength: "强度",
-    keep_colours: "保留颜色", keep: "保存 {s}%", send: "发送到聊天", sticker: "做成贴纸",
-    open_styles: "其他画风", more: "更多", back: "返回",
-    empty: "在我们的私聊中发一张照片给我，那里的作品会显示在这里（群里的留在群里）。",
-    gone: "这张作品不在这里：它已被删除，或链接有误。",
-    unsigned: "请在 Telegram 中从机器人的聊天里打开此页面。",
-    too_many: "请求太多了，请等一分钟。", offline: "连不上机器人，请再试一次。",
-    failed: "出了点问题，请再试一次。", queued: "排队中：前面还有 {n} 张…",
-    queued_next: "排队中：下一张就是你的…", drawing: "正在绘制…", sent: "已发送到聊天。",
-    sent_sticker: "已作为贴纸发送到聊天，并加入你的贴纸包。", kept: "已保存：按 {s}% 绘制。",
-    reconnecting: "机器人暂时没有回应（可能在重启）；你的绘制已记下，仍在询问…",
-    stalled: "正在等待绘制进程恢复…",
-    preview_upto: "这里的预览最多到 {s}%；保存后会按所选强度绘制。",
-    preview_colours: "保存后会按所选颜色绘制；这张作品无法预览这种颜色。",
-    no_photo: "原图已不可用，无法对比。",
-    styles_hint: "你的照片的每种画风。点一种即可绘制原尺寸。",
-    styles_drawing: "正在绘制其他画风…",
-  },
-};
+// What the page says, by language: the bot puts it in the page from its catalogue (bot/words/locales/, the
+// keys that start with page_), every language complete, English where a translation lacks a sentence.
+const WORDS = readWords();
+
+function readWords() {
+  try {
+    return JSON.parse(document.getElementById("words").textContent) || {};
+  } catch (e) {  // a page without them (tests/test_webapp_page.py tries the preview's maths alone)
+    return {};
+  }
+}
 
 const $ = (id) => document.getElementById(id);
 // working: the results with a drawing or a sending under way (by id): their buttons wait, other results' do not.
@@ -70,14 +41,16 @@ const state = { lang: "en", results: [], more: false, current: null, view: "list
 function userLanguage() {
   try {
     const user = tg ? tg.initDataUnsafe.user : JSON.parse(new URLSearchParams(initData).get("user") || "{}");
-    return user && user.language_code && user.language_code.startsWith("zh") ? "zh" : "en";
+    // As the bot picks it (bot/words/catalogue.py, pick_lang): the tag's first part, if the page speaks it.
+    const spoken = ((user && user.language_code) || "").toLowerCase().replace("_", "-").split("-")[0];
+    return Object.prototype.hasOwnProperty.call(WORDS, spoken) ? spoken : "en";
   } catch (e) {
     return "en";
   }
 }
 
 function T(key, values) {
-  const text = (TEXT[state.lang] || TEXT.en)[key] || TEXT.en[key] || key;
+  const text = (WORDS[state.lang] || WORDS.en || {})[key] || key;
   return text.replace(/\{(\w+)\}/g, (_, name) => String(values && values[name]));
 }
 
@@ -226,7 +199,7 @@ function drawList() {
 }
 
 function translate() {
-  document.documentElement.lang = state.lang === "zh" ? "zh-CN" : "en";
+  document.documentElement.lang = state.lang === "zh" ? "zh-CN" : state.lang;
   const words = { "tag-photo": "photo", "tag-anime": "anime", "strength-label": "strength",
                   "keep-colours-label": "keep_colours", send: "send", "send-sticker": "sticker",
                   "open-styles": "open_styles", more: "more", empty: "empty", "styles-hint": "styles_hint" };

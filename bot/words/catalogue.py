@@ -1,0 +1,120 @@
+"""Every sentence the bot and its Mini App's page say, read from gettext catalogues with Babel.
+
+The sentences are written in English in ``locales/animebot.pot``; each other language is
+``locales/<lang>/LC_MESSAGES/animebot.po``, made from that template and kept in step with it by
+Babel's ``pybabel init`` and ``pybabel update`` (docs/architecture.md, "Sentences"), so that a
+translator works in a format and with tools they know. An entry's msgctxt is the key the code asks
+for, and its msgid the English. The files are read as they are, once, at import: there is no
+compile step and no ``.mo`` file.
+
+A user's language is what they chose with /lang, else what their Telegram client reports
+(``language_code``), else English. A sentence a language lacks, or has marked fuzzy, is said in
+English. Image errors are looked up by their stable code, so the engine's English text is only a
+fallback.
+"""
+from __future__ import annotations
+
+import gettext
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from babel.messages.pofile import read_po
+
+LOCALES = Path(__file__).with_name("locales")
+DOMAIN = "animebot"
+SOURCE = "en"  # the language of the template, in which every sentence is written first
+PAGE = "page_"  # the start of the keys of what the Mini App's page says
+IMAGE_ERROR_CODES = ("empty", "not_image", "corrupt", "format", "too_large", "too_small", "aspect", "bad_clip")
+
+
+@dataclass(frozen=True)
+class Language:
+    """One language's sentences, by key: each one form, or one per plural form; and which form a count takes."""
+
+    sentences: dict[str, tuple[str, ...]]
+    plural: Callable[[int], int]
+
+
+def _read(path: Path, source: bool) -> Language:
+    """The template's msgids (``source``), or a translation's msgstrs but those not translated, or marked fuzzy."""
+    with path.open("rb") as file:
+        catalog = read_po(file, domain=DOMAIN, abort_invalid=True)
+    sentences: dict[str, tuple[str, ...]] = {}
+    for message in catalog:
+        if message.context is None:  # the header
+            continue
+        text = message.id if source else message.string
+        forms = (text,) if isinstance(text, str) else tuple(text or ())
+        if forms and all(forms) and (source or not message.fuzzy):
+            sentences[message.context] = forms
+    return Language(sentences, gettext.c2py(catalog.plural_expr))
+
+
+def _load() -> dict[str, Language]:
+    """English first (the /lang keyboard's order), then every language with a catalogue, by code."""
+    languages = {SOURCE: _read(LOCALES / f"{DOMAIN}.pot", source=True)}
+    for path in sorted(LOCALES.glob(f"*/LC_MESSAGES/{DOMAIN}.po")):
+        languages[path.parents[1].name] = _read(path, source=False)
+    return languages
+
+
+LANGUAGES = _load()
+ENGLISH = LANGUAGES[SOURCE]
+LANGS = tuple(LANGUAGES)
+
+
+def known(key: str) -> bool:
+    return key in ENGLISH.sentences
+
+
+def _forms(lang: str, key: str) -> tuple[Language, tuple[str, ...]]:
+    """``key``'s forms in ``lang``, else in English (a KeyError where no language has it: a typo in the code)."""
+    language = LANGUAGES.get(lang, ENGLISH)
+    if key not in language.sentences:
+        language = ENGLISH
+    return language, language.sentences[key]
+
+
+def t(lang: str, key: str, **values: object) -> str:
+    """The sentence ``key`` in ``lang``, its ``{names}`` filled in from ``values``. A sentence with plural
+    forms takes the one its ``count`` calls for in that language."""
+    language, forms = _forms(lang, key)
+    if len(forms) == 1:
+        return forms[0].format(**values)
+    count = values.get("count")
+    if not isinstance(count, int):
+        raise TypeError(f"{key!r} has plural forms: its count is needed to pick one")
+    return forms[language.plural(count)].format(**values)
+
+
+LANG_NAMES = {lang: t(lang, "lang_name") for lang in LANGS}  # each in its own words, for /lang
+
+
+def page_words() -> Mapping[str, Mapping[str, str]]:
+    """What the Mini App's page says, in every language, by its own keys (without ``page_``), with the
+    ``{names}`` left for the page to fill in: the bot hands it to the page (bot/webapp/api.py)."""
+    keys = [key for key in ENGLISH.sentences if key.startswith(PAGE)]
+    return {lang: {key[len(PAGE):]: _forms(lang, key)[1][0] for key in keys} for lang in LANGS}
+
+
+def pick_lang(chosen: str | None, language_code: str | None) -> str:
+    """The user's /lang choice, else their client's language if we speak it, else English.
+
+    Telegram reports an IETF tag (``zh-hans``, ``pt-br``); its first part names the language.
+    """
+    if chosen in LANGS:
+        return chosen
+    spoken = (language_code or "").lower().replace("_", "-").split("-")[0]
+    return spoken if spoken in LANGS else SOURCE
+
+
+def error_text(lang: str, code: str, engine_message: str) -> str:
+    """The user-facing sentence for an error code; never an internal detail.
+
+    The engine's own image messages are written for users and name the
+    actual sizes, so English uses them; other languages use the catalogue.
+    """
+    if code in IMAGE_ERROR_CODES:
+        return engine_message if lang == SOURCE else t(lang, code)
+    return t(lang, code) if known(code) else t(lang, "internal")
