@@ -13,6 +13,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY docker/install.sh docker/install.sh
+COPY base base
 COPY bot bot
 COPY inference inference
 COPY storage storage

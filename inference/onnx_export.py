@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from storage.files import write_atomically
+from base.files import write_atomically
 
 if TYPE_CHECKING:
     import torch

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from base.files import write_atomically
 from inference.errors import ModelError
-from storage.files import write_atomically
 
 if TYPE_CHECKING:
     import torch

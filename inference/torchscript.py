@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from storage.files import replacing
+from base.files import replacing
 
 
 @contextmanager

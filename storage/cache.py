@@ -18,7 +18,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from storage.files import write_atomically
+from base.files import write_atomically
 from storage.schema import migrate
 
 

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from inference.errors import AnimebotError
-from storage.files import write_atomically
+from base.errors import AnimebotError
+from base.files import write_atomically
 from weights.hashing import file_digests
 from weights.registry import ModelEntry, builtin_entries, parse_entries
 
