@@ -39,7 +39,7 @@ class BotState:
 
     runner: JobRunner
     cache: Cache
-    buttons: ResultButtons
+    buttons: ResultButtons[ConvertSettings]
     styles: Styles
     albums: AlbumCollector
     access: Access = field(default_factory=Access)
