@@ -24,12 +24,12 @@ from telegram.ext import (
 
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
+from storage.errors import AnimebotError
 from bot.chat import commands, inline, keyboards, photos, presses, privacy
 from bot.service.config import Config, ConfigError
 from bot.chat.context import CONTEXT_TYPES, on_message, on_press
 from bot.service.life import run_service
 from bot.styles import Styles
-from inference.errors import AnimebotError
 from inference.pipeline import ConvertSettings
 from weights.store import ModelStore
 

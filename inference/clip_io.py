@@ -29,8 +29,8 @@ import av
 import numpy as np
 from PIL import Image
 
+from storage.errors import AnimebotError
 from inference.clip_settings import ClipLimits
-from inference.errors import AnimebotError
 from inference.scratch import scratch_dir
 
 MAX_DECLARED_PIXELS = 36_000_000  # a frame above 8K's 33 MP is no phone's video

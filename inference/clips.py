@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 from PIL import Image
 
+from storage.errors import AnimebotError
 from inference import clip_io, sticker
 from inference.backends import Stylizer
 from inference.clip_io import ClipInfo, ClipPlan
 from inference.clip_settings import ClipSettings
 from inference.colour import blend, keep_colours
-from inference.errors import AnimebotError
 from inference.pipeline import ClipFacts, Converted, _compile_ahead, stylize
 from inference.avatar import avatar_square, subject
 from inference.detector import FaceDetector

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.errors import AnimebotError
 from inference.backends import Stylizer, release_buffers
 from inference.clip_settings import ClipSettings
 from inference.detector import FaceDetector
 from inference.engine import Backend, face_tools_for, load_detector, load_segmenter, load_stylizer
-from inference.errors import AnimebotError
 from inference import scratch
 from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
 from inference.segmentation import Segmenter

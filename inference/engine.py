@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from inference import onnx_export
-from inference.backends import OnnxStylizer, OpenVinoStylizer, Stylizer, TorchStylizer
+from inference.backends import OnnxStylizer, OpenVinoStylizer, Stylizer, TorchStylizer, onnx_session
 from inference.errors import ModelError
 from inference.detector import FaceDetector
 from inference.faces import FACE_MODEL_CROP, Framing
@@ -199,21 +199,3 @@ def crop_framing(entry: ModelEntry) -> Framing:
     """How ``entry`` is given face crops: a face model one tight crop with the face as big as at
     its training size, a scene style any of faces.CROP_SIZES."""
     return Framing((FACE_MODEL_CROP,), entry.train_size) if entry.look == "face" else Framing()
-
-
-def onnx_session(path: Path, threads: int | None) -> object:
-    """An onnxruntime session on the CPU, for a style or the segmentation model; one that cannot be
-    loaded is a ModelError."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = threads
-    # Memory patterns are planned per input shape and kept; every photo has its
-    # own shape, so they only pile up: off, peak memory is about halved at the
-    # same speed (measured on the shared photos).
-    opts.enable_mem_pattern = False
-    try:
-        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise ModelError(f"{path.name}: onnxruntime cannot load this model ({exc.__class__.__name__})") from exc

@@ -1,22 +1,8 @@
-"""Errors a caller can show to a person as they are.
-
-Each carries a short, plain message and a stable ``code`` so that the CLI,
-the bot and the logs can all react to the kind of failure without parsing
-text or printing a traceback.
-"""
+"""The errors of drawing that a user is shown as they are: a photo we cannot read, a model we
+cannot load (each an :class:`~base.errors.AnimebotError`, with its message and ``code``)."""
 from __future__ import annotations
 
-
-class AnimebotError(Exception):
-    """Base of every error this project reports to a user."""
-
-    code = "error"
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if code is not None:
-            self.code = code
+from storage.errors import AnimebotError
 
 
 class ImageError(AnimebotError):

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inference.generator import Generator, GeneratorWidths
 from storage.files import replacing
+from inference.generator import Generator, GeneratorWidths
 
 if TYPE_CHECKING:
     from weights.registry import ModelEntry

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
-from inference.errors import ModelError
 from storage.files import write_atomically
+from inference.backends import onnx_session
+from inference.errors import ModelError
 
 if TYPE_CHECKING:
     import torch
@@ -211,8 +212,6 @@ class Segmenter:
     """The person mask of a picture, from the exported net on onnxruntime."""
 
     def __init__(self, onnx_path: Path, threads: int | None = None) -> None:
-        from inference.engine import onnx_session  # the engine imports this module
-
         self.session: Any = onnx_session(onnx_path, threads)
 
     def raw(self, square: np.ndarray) -> np.ndarray:

@@ -141,7 +141,7 @@ def test_a_last_photo_that_was_a_clip_is_forgotten_and_spoilers_are_kept(tmp_pat
         await cache.set_last_photo(2, "p" * 64, spoiler=True)
         assert (await cache.last_photo(2)).spoiler  # type: ignore[union-attr]
 
-        buttons = ResultButtons(cache_db)
+        buttons = ResultButtons(cache_db, ConvertSettings)
         plain = ShownResult(5, "p" * 64, "hayao", ConvertSettings())
         first = await buttons.id_for(plain)
         assert (await buttons.find(first, 5)).spoiler is False  # type: ignore[union-attr]
@@ -150,5 +150,35 @@ def test_a_last_photo_that_was_a_clip_is_forgotten_and_spoilers_are_kept(tmp_pat
         assert await buttons.id_for(plain) == first
         assert (await buttons.find(first, 5)).spoiler is True  # type: ignore[union-attr]
         await cache_db.close()
+
+    run(scenario())
+
+
+def test_buttons_stored_by_earlier_releases_still_act_on_their_results(tmp_path: Path) -> None:
+    """A result's buttons keep working across an upgrade: its row's settings read back as they were drawn
+    (a row from before a setting existed gets that setting's default), and showing the result again finds
+    its row by the same stored text, so it keeps its id (the Mini App lists it once)."""
+    from storage.buttons import ResultButtons, ShownResult
+    from inference.pipeline import ConvertSettings
+
+    drawn = ConvertSettings(max_side=512, strength=75, keep_colours=True)
+    limits = '"limits": {"max_aspect": 20.0, "max_pixels": 100000000, "min_side": 32}'
+    before_cut = ('{"faces": true, "fmt": "jpg", "jpeg_quality": 92, "keep_colours": true, ' + limits
+                  + ', "max_side": 512, "strength": 75}')
+    now = '{"avatar": false, "cut": "", ' + before_cut[1:]
+
+    async def scenario() -> None:
+        db = await Database.open(tmp_path / "bot.db")
+        try:
+            for rid, chat, settings in (("old", 7, before_cut), ("new", 8, now)):
+                await db.execute("INSERT INTO buttons (id, chat_id, content_sha256, style, settings, created_at,"
+                                 " spoiler) VALUES (?, ?, ?, 'hayao', ?, 1.0, 0)", (rid, chat, "p" * 64, settings))
+            buttons = ResultButtons(db, ConvertSettings)
+            assert (await buttons.find("old", 7)) == ShownResult(7, "p" * 64, "hayao", drawn, shown_at=1.0)
+            assert await buttons.find("old", 8) is None  # shown in another chat
+            assert [s.settings for _, s in await buttons.shown_in(8, 10)] == [drawn]
+            assert await buttons.id_for(ShownResult(8, "p" * 64, "hayao", drawn)) == "new"
+        finally:
+            await db.close()  # its connection's thread would keep a failed test's process alive
 
     run(scenario())

@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from storage.errors import AnimebotError
 from inference.backends import Stylizer
 from inference.clip_io import ClipError, ClipInfo, plan, probe, write_gif
 from inference.clip_settings import ClipLimits, ClipSettings
 from inference.clips import ClipCancelled, convert_clip, draw_frame, is_clip
-from inference.errors import AnimebotError
 from testkit.clip_maker import frame_number, gif, mp4, numbered_frames, pan_frames, read_back
 from tests.conftest import psnr, synthetic_image, synthetic_photo
 from weights.store import ModelStore

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from inference.errors import AnimebotError
+from storage.errors import AnimebotError
 from storage.files import write_atomically
 from weights.hashing import file_digests
 from weights.registry import ModelEntry, builtin_entries, parse_entries

@@ -41,7 +41,7 @@ class BotState:
     runner: JobRunner
     db: Database  # the bot's SQLite file, which every store below works on (storage/database.py)
     cache: Cache
-    buttons: ResultButtons
+    buttons: ResultButtons[ConvertSettings]
     styles: Styles
     albums: AlbumCollector
     access: Access = field(default_factory=Access)

@@ -28,6 +28,7 @@ from bot.chat.retry import retrying
 from bot.chat.status import reply_to
 from bot.chat.stickers import Stickers
 from bot.styles import Styles
+from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons, ShownResult
 from storage.cache import Cache, CachedResult
 
@@ -69,7 +70,7 @@ class _Notice:
 
 
 class Replies:
-    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons, styles: Styles, stickers: Stickers,
+    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons[ConvertSettings], styles: Styles, stickers: Stickers,
                  clip_s: float = 10.0, webapp_url: str | None = None) -> None:
         self.bot = bot
         self.webapp_url = webapp_url  # the Mini App's address: a button under each photo result opens it

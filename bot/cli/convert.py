@@ -11,12 +11,12 @@ import json
 import sys
 from pathlib import Path
 
+from storage.errors import AnimebotError
 from inference.clip_settings import ClipLimits
 from inference.clips import FORMATS as CLIP_FORMATS
 from inference.clip_settings import ClipSettings
 from inference.clips import ConvertedClip, convert_clip, is_clip
 from inference.drawer import Drawer, DrawerSpec
-from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
 from weights.store import ModelStore, data_home, default_style
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from storage.errors import AnimebotError
 from bot.cli.convert import convert, read_input
 from inference.clip_settings import ClipLimits
 from inference.engine import BACKENDS, DEFAULT_BACKEND
-from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE
 from weights.store import ModelStore, WeightsError, data_home
 

@@ -15,9 +15,9 @@ import abc
 import asyncio
 from dataclasses import dataclass
 
+from storage.errors import AnimebotError
 from bot.drawing.fairqueue import FairQueue, Ticket
 from inference.drawer import WorkOrder
-from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 
 FACE_COST = 0.5  # a face pass costs about half a photo (docs/benchmarks.md, "The face pass")

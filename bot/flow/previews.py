@@ -2,9 +2,10 @@
 
 The tiles are ordinary results (bot/flow/results.py): the workers draw them,
 one small order per style at :data:`PREVIEW_SETTINGS`, and they are cached
-like any other. This module names the settings, lays the tiles out, keys the
-finished sheet and sends it (:class:`Sheets`). A sheet is cached as a result too, under the photo's hash
-and :data:`SHEET_STYLE`, with a version made of every tile's version: it is
+like any other. This module names the settings, lays the tiles out and keys
+the finished sheet; bot/flow/sheets.py gets a request its sheet and sends it.
+A sheet is cached as a result too, under the photo's hash and
+:data:`SHEET_STYLE`, with a version made of every tile's version: it is
 drawn once per installed set of styles, and after its first upload it is
 sent by the ``file_id`` Telegram gave it.
 
@@ -14,24 +15,17 @@ same numbers, with the name in the user's language.
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import io
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from PIL import Image, ImageDraw, ImageFont, ImageOps
-from telegram import Message
 
-from bot.chat.replies import Drawn, Replies
-from bot.flow.requests import Failed, Request
+from bot.flow.requests import Request
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
-from storage.cache import Cache, CachedResult, result_key
-
-if TYPE_CHECKING:
-    from bot.flow.results import Fetched, Results
+from storage.cache import result_key
 
 # Small enough to draw quickly, large enough to judge a style by; the face pass on, as results have it.
 PREVIEW_SETTINGS = ConvertSettings(max_side=384, faces=True)
@@ -61,47 +55,6 @@ def sheet_key(styles: Styles, content_sha256: str, names: Sequence[str]) -> str:
 def sheet_key_of(styles: Styles, req: Request, sha: str) -> str:
     """The cache key of the sheet a preview request asks for, on the photo of hash ``sha``."""
     return sheet_key(styles, sha, [n for n in req.drawn_styles if n in styles.names])
-
-
-class Sheets:
-    """Preview sheets: the cached one for a request, or one composed from its tiles and sent."""
-
-    def __init__(self, cache: Cache, styles: Styles, replies: Replies, results: Results) -> None:
-        self.cache = cache
-        self.styles = styles
-        self.replies = replies
-        self.results = results
-
-    async def cached(self, req: Request) -> CachedResult | None:
-        sha = await self.results.known_sha(req.sources[0])
-        return await self.results.known(sheet_key_of(self.styles, req, sha)) if sha else None
-
-    async def send(self, req: Request, sheet: CachedResult | None, done: list[Drawn], failed: list[Failed],
-                   fetched: Fetched) -> list[tuple[Drawn, Message]]:
-        """Send the preview sheet: cached, or composed from the tiles just got (the original photo
-        first). Styles that failed are left out and said so; such a sheet is not kept for next time.
-        With no tile at all: the menu as text (the sample's), or why not (the user's photo)."""
-        src = req.sources[0]
-        if sheet is None:
-            if not done:
-                if not req.units:
-                    await self.replies.style_menu(req)
-                elif failed:
-                    await self.replies.say(req, failed[0].text(req.lang))
-                return []
-            try:
-                original = [("Photo", await self.results.data(req, src, fetched))]
-            except Failed:  # the tiles came from the cache and the photo cannot be fetched now: tiles only
-                original = []
-            tiles = [(tile_label(self.styles, d.style), d.result.path) for d in done]
-            data, w, h = await asyncio.to_thread(
-                lambda: compose(original + [(label, path.read_bytes()) for label, path in tiles]))
-            key = sheet_key_of(self.styles, req, done[0].sha256) + ("~partial" if failed else "")
-            sheet = await self.cache.put(key, done[0].sha256, SHEET_STYLE, data, w, h)
-        if not src.sample:  # a sheet of the user's photo holds a small copy of it: theirs, for /forget
-            await self.cache.hold(req.user_id, sheet.key.split(":", 1)[0], sheet.key)
-        message = await self.replies.sheet(req, sheet, missing=len(failed))
-        return [(Drawn(src, sheet.key.split(":", 1)[0], SHEET_STYLE, sheet, from_cache=not done), message)]
 
 
 def columns(count: int) -> int:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from telegram import Bot
 from telegram.error import BadRequest, NetworkError
 
+from storage.errors import AnimebotError
 from bot.chat.replies import Drawn
 from bot.chat.retry import retrying
 from bot.chat.status import Status
@@ -33,7 +34,6 @@ from inference import clip_io, sticker
 from inference.clip_settings import ClipLimits, ClipSettings
 from inference.clips import is_clip
 from inference.drawer import WorkOrder
-from inference.errors import AnimebotError
 from inference.pipeline import Converted
 from storage.cache import Cache, CachedResult, result_key
 from storage.journal import Journal

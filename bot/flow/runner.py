@@ -25,11 +25,11 @@ from bot.chat.status import Status
 from bot.drawing.pool import Pool, Reservation
 from bot.flow.access import Refusal
 from bot.flow.admission import Admission, FlowSettings
-from bot.flow.previews import Sheets
 from bot.flow.recovery import Recovery
 from bot.flow.requests import Failed, Request
 from bot.flow.results import Fetched, Results
 from bot.flow.running import RunningJob, RunningJobs
+from bot.flow.sheets import Sheets
 from bot.service import metrics
 from bot.styles import Styles
 from bot.webapp.jobs import AppJobs, page_sentence

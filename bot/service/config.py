@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.errors import AnimebotError
 from inference.engine import BACKENDS, DEFAULT_BACKEND, Backend
-from inference.errors import AnimebotError
 from inference.pipeline import DEFAULT_MAX_SIDE
 from weights.store import data_home
 

@@ -32,6 +32,7 @@ from bot.chat.stickers import Stickers
 from bot.styles import Styles
 from bot.webapp.jobs import AppJobs
 from inference.drawer import DrawerSpec
+from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons
 from storage.cache import Cache
 from storage.database import Database
@@ -60,7 +61,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
         raise
     access = Access(cfg.admins, cfg.allowlist)
     limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
-    buttons = ResultButtons(db)
+    buttons = ResultButtons(db, ConvertSettings)
     settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     stickers = Stickers(app.bot, StickerBook(db), journal.secret)

@@ -24,8 +24,8 @@ from typing import Any
 
 from aiohttp import web
 
+from storage.errors import AnimebotError
 from bot.service import metrics
-from inference.errors import AnimebotError
 from bot.updates.intake import Intake
 from bot.webapp.api import WebApp
 

@@ -133,7 +133,7 @@ class WebApp:
 
     # --- results --------------------------------------------------------------------
 
-    async def _results_of(self, user_id: int) -> list[tuple[str, ShownResult, CachedResult]]:
+    async def _results_of(self, user_id: int) -> list[tuple[str, ShownResult[ConvertSettings], CachedResult]]:
         """The user's still results the page can show, newest first: drawn whole (not an avatar's square or a
         sticker's cut, whose pixels do not line up with the photo), in a style still installed, still cached."""
         styles = self.st.styles
@@ -144,19 +144,19 @@ class WebApp:
         cached = await self.st.cache.peek(keys)
         return [(rid, s, cached[key]) for (rid, s), key in zip(shown, keys) if key in cached]
 
-    async def _lookup(self, user_id: int, result_id: str) -> tuple[ShownResult, CachedResult] | None:
+    async def _lookup(self, user_id: int, result_id: str) -> tuple[ShownResult[ConvertSettings], CachedResult] | None:
         """The result of this id, if it was shown in the user's chat and is still cached."""
         shown = await self.st.buttons.find(result_id, user_id)
         found = await self.st.cache.peek([drawing_key(self.st.styles, shown)]) if shown is not None else {}
         return (shown, next(iter(found.values()))) if shown is not None and found else None
 
-    async def _find(self, user_id: int, result_id: str, lang: str) -> tuple[ShownResult, CachedResult]:
+    async def _find(self, user_id: int, result_id: str, lang: str) -> tuple[ShownResult[ConvertSettings], CachedResult]:
         """:meth:`_lookup`, or the page's 404."""
         if (found := await self._lookup(user_id, result_id)) is None:
             raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
         return found
 
-    async def _described(self, user_id: int, rows: list[tuple[str, ShownResult, CachedResult]], lang: str
+    async def _described(self, user_id: int, rows: list[tuple[str, ShownResult[ConvertSettings], CachedResult]], lang: str
                          ) -> list[dict[str, Any]]:
         """Results as the page reads them (docs/webapp.md's Result), their full-strength drawings looked up at
         once."""
@@ -235,8 +235,9 @@ class WebApp:
         settings = replace(shown.settings, **{**PLAIN, **STICKER}) if body["as"] == "sticker" else shown.settings
         return await self._start(await self._request(user.id, lang, shown, shown.style, settings, deliver="chat"))
 
-    async def _request(self, user_id: int, lang: str, shown: ShownResult, style: str, settings: ConvertSettings,
-                       deliver: str = "app", preview: bool = False, styles: tuple[str, ...] = ()) -> Request:
+    async def _request(self, user_id: int, lang: str, shown: ShownResult[ConvertSettings], style: str,
+                       settings: ConvertSettings, deliver: str = "app", preview: bool = False,
+                       styles: tuple[str, ...] = ()) -> Request:
         file_id = await self.st.cache.file_id_of(shown.content_sha256)
         if file_id is None:
             raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))

@@ -16,6 +16,7 @@ from bot.words.catalogue import known, t
 from bot.chat.replies import Drawn
 from bot.chat.status import Status
 from bot.flow.requests import Request
+from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons, ShownResult
 
 KEEP_S = 900.0  # an ended job is asked about for seconds; kept a quarter of an hour, then forgotten
@@ -50,7 +51,7 @@ class AppJobs:
     it was asked to :meth:`track`, except that a result drawn for the page always gets its id (a recovered
     job, which nobody tracks any more, still shows up in the page's list)."""
 
-    def __init__(self, buttons: ResultButtons) -> None:
+    def __init__(self, buttons: ResultButtons[ConvertSettings]) -> None:
         self.buttons = buttons
         self._jobs: dict[str, AppJob] = {}
 

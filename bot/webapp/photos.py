@@ -17,9 +17,9 @@ from PIL import Image
 from telegram import Bot
 from telegram.error import TelegramError
 
+from storage.errors import AnimebotError
 from bot.flow.requests import Failed
 from bot.flow.results import download
-from inference.errors import AnimebotError
 from inference.imageio import decode
 from storage.cache import Cache, CachedResult, result_key
 

@@ -21,6 +21,7 @@ from PIL import Image, ImageOps
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.styles import Styles
 from bot.webapp.photos import Originals
+from inference.pipeline import ConvertSettings
 from storage.buttons import ShownResult
 from storage.cache import Cache, CachedResult, result_key
 
@@ -28,7 +29,7 @@ THUMB_SIDE = 240  # a list tile is a third of a phone's width, at twice its pixe
 THUMBS_KEPT = 512  # about 10 KB each
 
 
-def drawing_key(styles: Styles, shown: ShownResult, **change: Any) -> str:
+def drawing_key(styles: Styles, shown: ShownResult[ConvertSettings], **change: Any) -> str:
     """The cache key of the drawing a result's buttons name, with ``change`` made to its settings."""
     settings = replace(shown.settings, **change)
     return result_key(shown.content_sha256, shown.style, styles.version(shown.style, settings))
@@ -46,7 +47,7 @@ class Pictures:
         self.originals = originals
         self.thumbnails = Thumbnails()
 
-    async def of(self, user_id: int, shown: ShownResult, variant: str) -> CachedResult | None:
+    async def of(self, user_id: int, shown: ShownResult[ConvertSettings], variant: str) -> CachedResult | None:
         """The file of one picture of ``shown``; None when it is not cached (or the photo not fetched)."""
         if variant in ("image", "thumb"):
             return await self.cache.get(drawing_key(self.styles, shown))

@@ -48,6 +48,7 @@ from celery.result import AsyncResult
 from celery.states import READY_STATES
 from kombu.exceptions import ContentDisallowed, DecodeError, KombuError
 
+from storage.errors import AnimebotError
 from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for_bot
 from bot.drawing.celery.copies import drop_copies
 from bot.drawing.celery.resend import UNREADABLE, Seen, Step, decide
@@ -56,7 +57,6 @@ from bot.drawing.celery.wire import (TASK_NAME, BadMessage, WorkerInfo, answered
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
 from inference.drawer import WorkFailed
-from inference.errors import AnimebotError
 
 log = logging.getLogger("animebot.pool")
 

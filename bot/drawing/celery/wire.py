@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import redis
 
+from storage.errors import AnimebotError
 from inference.drawer import WorkFailed, WorkOrder
-from inference.errors import AnimebotError
 from inference.pipeline import Converted
 from storage.codec import decode, encode
 

@@ -25,6 +25,7 @@ from typing import Any
 import redis
 from celery import signals
 
+from storage.errors import AnimebotError
 from bot.drawing.celery import task
 from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, for_worker
 from bot.drawing.celery.heartbeat import Heartbeat
@@ -33,7 +34,6 @@ from bot.drawing.children import die_with_parent
 from bot.service.config import WorkerConfig, broker_password
 from bot.service.logs import setup_logging
 from inference.drawer import Drawer, DrawerSpec
-from inference.errors import AnimebotError
 from weights.provision import provision
 from weights.store import ModelStore, WeightsError, default_style
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
+from storage.errors import AnimebotError
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
 from bot.drawing.local.process import Cancel, LoadFailed, Progress, Ready, Stop, Up, worker_main
 from inference.drawer import DrawerSpec, Loaded, WorkFailed, WorkOrder
-from inference.errors import AnimebotError
 from inference.pipeline import Converted
 
 log = logging.getLogger("animebot.pool")

@@ -20,9 +20,9 @@ import multiprocessing as mp
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+from storage.errors import AnimebotError
 from bot.drawing.children import die_with_parent
 from inference.drawer import Drawer, DrawerSpec, Loaded, WorkFailed, WorkOrder
-from inference.errors import AnimebotError
 from inference.pipeline import Converted
 
 # A clip's worker tells the bot how far it got at most this often (the status message is edited less often).
