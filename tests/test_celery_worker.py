@@ -26,7 +26,6 @@ from kombu import Exchange, Producer
 from kombu.serialization import dumps, loads
 
 from bot.drawing.celery.app import QUEUE, RESULT_SERIALIZER, make_celery
-from bot.drawing.celery.heartbeat import WORKER_BEAT_S
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, order_from_message, order_to_message, read_workers,
                                      Summarized, result_from_message, result_summary, result_to_message)
 from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
@@ -35,7 +34,7 @@ from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings, Converted
 from tests.conftest import psnr, redis_or_skip
 from testkit.phone_files import FORMATS as PHONE_FORMATS, as_phone_file
-from testkit.redis_server import PASSWORD, RedisServer
+from testkit.redis_server import PASSWORD, RedisServer, turned_away
 from testkit.wait import wait_for
 from testkit.worker_harness import RunningWorker, caught_drawing, celery_cli, start_worker
 from weights.store import ModelStore
@@ -315,7 +314,9 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_and_never_logs_the_pa
     try:
         running.wait_for_log("Cannot connect to redis://")
         running.wait_for_log("heartbeat: cannot reach Redis")
-        time.sleep(WORKER_BEAT_S * 2)  # beats that fail again must not be logged again
+        [drawing] = running.drawing_pids()  # the process whose heartbeat that was
+        with turned_away(server.port, [drawing]) as tries:  # beats that fail again must not be logged again
+            wait_for(lambda: tries[drawing] >= 3, 60, "three more beats", context=running.log)
         server.start()
         running.wait_for_log("heartbeat: Redis is back")
         running.wait_for_log("celery.apps.worker: animebot@", 60)  # "... ready.": connected, consuming
