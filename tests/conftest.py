@@ -9,7 +9,6 @@ in a fixture that skips with the reason, never at import. Tests are marked ``rea
 """
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,36 +21,19 @@ from pathlib import Path
 os.environ.setdefault("ANIMEBOT_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageDraw, ImageFilter
 
 from bot.chat import repeats
 from inference.backends import TorchStylizer
-from inference.generator import Generator, GeneratorWidths
+from inference.generator import Generator
 from testkit.bot_harness import start_bot
 from testkit.bot_in_process import bot_in_process, serving
-from testkit.redis_server import RedisServer, have_redis_server
+from testkit.models import CUTE_FILE, DET_FILE, HAYAO_FILE, MODELS, SELFIE_FILE, STYLE_NAMES, TINY_WIDTHS
+from testkit.pictures import PHOTOS, photo_paths
+from testkit.redis_server import RedisServer, free_port, have_redis_server
+from testkit.webapp import QUOTA, URL, App
 from weights.store import ModelStore
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-MODELS = SHARED / "models"
-PHOTOS = SHARED / "photos"
-HAYAO_FILE = MODELS / "animeganv2_hayao_256x256_integer_quant.tflite"
-CUTE_FILE = MODELS / "AnimeGANv3_tiny_Cute.onnx"
-DET_FILE = MODELS / "det_500m.onnx"
-SELFIE_FILE = MODELS / "selfie_segmentation.tflite"
-# A style about a ninth of Hayao's cost a frame, for the bots of tests about the path a photo
-# takes rather than its drawing; Hayao where the cute model is absent.
-QUICK_STYLE = "cute" if CUTE_FILE.is_file() else "hayao"
-# The styles a data dir has once every file in ../shared/models is imported.
-STYLE_NAMES = ("hayao", "cute", "hayao_v3", "shinkai", "jp_face", "sketch", "cartoon")
-
-TINY_WIDTHS = GeneratorWidths(
-    a=(4, 8, 8), b=(8, 8), c_in=8, res=8, hidden=(8, 8, 8, 8), c_out=8, d=(8, 8), e=(8, 8, 4)
-)
 
 # Fixtures that read ../shared. ``detector`` and ``face_store`` are tests/test_faces.py's, which
 # load the real face detector; they are named here so those tests are marked like the rest.
@@ -125,10 +107,6 @@ def presses_on_purpose(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(repeats, "REPEAT_S", 0.0)
 
 
-def photo_paths() -> list[Path]:
-    return sorted(PHOTOS.glob("*.jpg")) if PHOTOS.is_dir() else []
-
-
 def _need(path: Path) -> Path:
     if not path.is_file():
         pytest.skip(f"real model file {path} is absent (it lives in ../shared/models on CI)")
@@ -160,34 +138,6 @@ def shared_photo(photos: list[Path]) -> Callable[[str], bytes]:
         return (PHOTOS / name).read_bytes()  # a missing name among present photos is a bug: no skip
 
     return read
-
-
-def synthetic_image(width: int = 512, height: int = 512, seed: int = 0) -> Image.Image:
-    """An RGB image with what a photo has and a flat fill lacks: smooth colour gradients, hard
-    edges and fine texture. Made here, so tests where any photo will do run without ../shared."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-    phase = rng.uniform(0, 2 * np.pi, 3)
-    freq = rng.uniform(1.0, 3.0, 3)
-    base = np.stack([127 + 100 * np.sin(freq[c] * (x / width + y / height) * np.pi + phase[c]) for c in range(3)], 2)
-    img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
-    draw = ImageDraw.Draw(img)
-    for _ in range(6):
-        x0, y0 = int(rng.integers(0, width * 3 // 4)), int(rng.integers(0, height * 3 // 4))
-        box = (x0, y0, x0 + int(rng.integers(width // 8, width // 3)), y0 + int(rng.integers(height // 8, height // 3)))
-        colour = tuple(int(v) for v in rng.integers(0, 256, 3))
-        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=colour)
-    img = img.filter(ImageFilter.GaussianBlur(1.2))
-    noise = rng.normal(0, 6, (height, width, 3))
-    return Image.fromarray(np.clip(np.asarray(img, np.float32) + noise, 0, 255).astype(np.uint8))
-
-
-def synthetic_photo(width: int = 512, height: int = 512, seed: int = 0) -> bytes:
-    """:func:`synthetic_image` as the JPEG a phone would send; each seed is a different photo
-    (a different cache entry for the bot)."""
-    buf = io.BytesIO()
-    synthetic_image(width, height, seed).save(buf, "JPEG", quality=90)
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="session")
@@ -239,15 +189,16 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> ModelStore:
     return ModelStore(store.home)  # as a fresh process finds it
 
 
-def redis_or_skip() -> None:
+@pytest.fixture(scope="session")
+def redis_installed() -> None:
+    """For a test that runs redis-server itself: skipped, with the way to install it, where it is absent."""
     if not have_redis_server():
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
 
 
 @pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+def redis_server(redis_installed: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A running, password-protected redis-server for the test module, stopped after it."""
-    redis_or_skip()
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     try:
         yield server
@@ -255,6 +206,11 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         server.kill()
 
 
-def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
-    mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(peak**2 / mse)
+@pytest.fixture(scope="module")
+def app(tiny_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """The Mini App's bot (the tiny style, a real worker) and its HTTP server, as the page calls it."""
+    port = free_port()
+    env = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_RATE_PER_MINUTE": "0",
+           "ANIMEBOT_DAILY_QUOTA": str(QUOTA), "ANIMEBOT_METRICS_PORT": str(port), "ANIMEBOT_WEBAPP_URL": URL}
+    with serving(tmp_path_factory.mktemp("webapp"), tiny_store.home, **env) as (bot, fake):
+        yield App(bot, fake, port)

@@ -25,8 +25,9 @@ from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.fake_telegram import Call, FakeTelegram
 from testkit.journal import settled
 from testkit.replies import buttons, first_answer
-from tests.conftest import DET_FILE, PHOTOS, synthetic_photo
-from tests.test_privacy import BOT_ENV
+from testkit.models import DET_FILE
+from testkit.pictures import PHOTOS, synthetic_photo
+from testkit.privacy import BOT_ENV
 from weights.store import ModelStore
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from bench.load import run_load
 from bench.peak import FlopCounter, cpu_peak
-from tests.conftest import QUICK_STYLE, REPO
+from testkit.models import QUICK_STYLE
+from testkit.bot_harness import REPO
 from weights.store import ModelStore
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from testkit.bot_harness import group_chat, private_chat, start_bot
 from testkit.replies import final_answer
-from tests.conftest import synthetic_photo
+from testkit.pictures import synthetic_photo
 from testkit.journal import journal_rows
 from testkit.fake_telegram import TOKEN, FakeTelegram
 from weights.store import ModelStore

@@ -4,25 +4,23 @@ mashing, quotas, group settings, spoilers and animations.
 
 One real bot (real model at 256 px, real worker, real SQLite) serves the module
 through the fake Bot API; each test plays its own users, so none sees another's
-cache entries or replies. The photos are made here: what they show is not the point.
+cache entries or replies. The photos are made (testkit/pictures.py): what they show is not the point.
 """
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from bot.chat import repeats
 from testkit.bot_harness import group_chat, private_chat
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.journal import all_handled, drawn_by
-from testkit.replies import album_files, buttons, final_answer, first_answer
-from tests.conftest import CUTE_FILE
+from testkit.pictures import jpeg
+from testkit.replies import buttons, final_answer, first_answer, photos_sent
+from testkit.models import CUTE_FILE
 from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 
@@ -30,35 +28,11 @@ ADMIN = 990001
 QUOTA = 4
 
 
-def jpeg(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
-    """A distinct JPEG per seed: a colour gradient with noise."""
-    rng = np.random.default_rng(seed)
-    w, h = size
-    ramp = np.linspace(0, 255, w, dtype=np.float32)[None, :, None] * rng.uniform(0.3, 1.0, 3)
-    pixels = np.clip(ramp + rng.normal(0, 25, (h, w, 3)), 0, 255).astype(np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, "JPEG", quality=90)
-    return out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def served(real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
     with serving(tmp_path_factory.mktemp("bot"), real_store.home, ANIMEBOT_MAX_SIDE="256",
                  ANIMEBOT_ADMINS=str(ADMIN), ANIMEBOT_DAILY_QUOTA=str(QUOTA), ANIMEBOT_RATE_PER_MINUTE="0") as both:
         yield both
-
-
-def photos_sent(fake: FakeTelegram, chat_id: int) -> list[bytes]:
-    """Every anime picture the chat received, single or in albums, in order."""
-    out = []
-    for call in fake.calls:
-        if str(call.params.get("chat_id")) != str(chat_id):
-            continue
-        if call.method == "sendPhoto":
-            out.append(fake.sent_file(call, "photo"))
-        elif call.method == "sendMediaGroup":
-            out.extend(data for _, data in album_files(fake, call))
-    return out
 
 
 def result_of(fake: FakeTelegram, message: dict[str, Any]) -> Call:

@@ -10,9 +10,9 @@ from PIL import Image
 from bot.chat.replies import NOTICE_EDIT_EVERY_S
 from testkit.bot_harness import private_chat, start_bot
 from testkit.bot_in_process import InProcessBot, serving
-from testkit.replies import final_answer
+from testkit.replies import final_answer, photos_sent
 from testkit.journal import all_handled, open_jobs
-from tests.test_bot_answers import jpeg, photos_sent
+from testkit.pictures import jpeg
 from testkit.fake_telegram import Call, FakeTelegram
 from weights.store import ModelStore
 

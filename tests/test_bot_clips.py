@@ -18,7 +18,7 @@ from testkit.replies import final_answer, first_answer, label
 from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.journal import journal_rows
 from testkit.fake_telegram import Call, FakeTelegram
-from tests.conftest import QUICK_STYLE
+from testkit.models import QUICK_STYLE
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -22,7 +22,8 @@ from inference.engine import load_face_tools, load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size
 from testkit.bot_harness import group_chat, private_chat
 from testkit.bot_in_process import InProcessBot, bot_in_process
-from tests.conftest import CUTE_FILE, PHOTOS, psnr
+from testkit.models import CUTE_FILE
+from testkit.pictures import PHOTOS, psnr
 from testkit.journal import handled, jobs_for
 from testkit.replies import answers, first_answer, is_status
 from testkit.fake_telegram import TOKEN, Call, FakeTelegram

@@ -10,7 +10,7 @@ import pytest
 
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import InProcessBot, serving
-from tests.conftest import synthetic_photo
+from testkit.pictures import synthetic_photo
 from testkit.fake_telegram import DROP, Fault, FakeTelegram, flood
 from testkit.replies import answers
 from weights.store import ModelStore

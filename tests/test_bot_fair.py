@@ -18,7 +18,7 @@ from testkit.bot_in_process import InProcessBot, serving
 from testkit.journal import jobs_for, settled
 from testkit.replies import STATUS, answers, labels
 from testkit.fake_telegram import Call, FakeTelegram
-from tests.test_bot_answers import jpeg
+from testkit.pictures import jpeg
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -9,7 +9,7 @@ from bot.service.config import ConfigError, load_config
 from inference.engine import build_animeganv2
 from inference.prune import prune, save_lite
 from testkit.bot_harness import private_chat, start_bot
-from tests.conftest import synthetic_photo
+from testkit.pictures import synthetic_photo
 from testkit.fake_telegram import FakeTelegram
 from weights.store import ModelStore
 

@@ -30,7 +30,8 @@ from bot.styles import Styles
 from inference.pipeline import ConvertSettings, Converted
 from testkit.bot_harness import private_chat, start_bot
 from testkit.bot_in_process import InProcessBot, serving
-from tests.conftest import MODELS, synthetic_photo
+from testkit.models import MODELS
+from testkit.pictures import synthetic_photo
 from testkit.journal import drawn_by, journal_rows, settled
 from testkit.replies import album_files, answers, buttons
 from testkit.fake_telegram import Call, FakeTelegram

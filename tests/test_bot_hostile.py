@@ -15,7 +15,7 @@ from PIL import Image
 from testkit.bot_harness import group_chat, private_chat
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.clip_maker import read_back
-from tests.conftest import synthetic_photo
+from testkit.pictures import synthetic_photo
 from testkit.journal import handled, jobs_for
 from testkit.replies import answers
 from testkit.fake_telegram import Call, FakeTelegram

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from testkit.bot_harness import REPO, private_chat, start_bot
-from tests.conftest import synthetic_photo
+from testkit.pictures import synthetic_photo
 from testkit.fake_telegram import FakeTelegram
 from weights.store import ModelStore
 

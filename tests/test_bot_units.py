@@ -23,6 +23,7 @@ from bot.service.logs import RedactingFormatter
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 from weights.registry import builtin_entries
+from testkit.bot_harness import REPO
 from weights.store import ModelStore
 
 TOKEN = "987654:SECRET-token_value"
@@ -61,7 +62,7 @@ def test_dotenv_fills_gaps_but_the_environment_wins(tmp_path: Path) -> None:
 
 def test_run_without_a_token_exits_with_one_line(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "ANIMEBOT_HOME": str(tmp_path)}
-    env["PYTHONPATH"] = str(Path(__file__).parents[1])
+    env["PYTHONPATH"] = str(REPO)
     done = subprocess.run([sys.executable, "-m", "bot", "run"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2

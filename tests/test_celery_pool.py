@@ -40,8 +40,9 @@ from inference.generator import Generator
 from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
-from tests.conftest import TINY_WIDTHS, synthetic_photo
-from tests.test_celery_worker import Opens
+from testkit.models import TINY_WIDTHS
+from testkit.pictures import synthetic_photo
+from testkit.pickles import Opens
 from testkit.privacy import redis_holding
 from testkit.wait import until, wait_for, within
 from testkit.redis_server import RedisServer

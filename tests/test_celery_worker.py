@@ -32,7 +32,8 @@ from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
 from inference.pipeline import ConvertSettings, Converted
-from tests.conftest import psnr, redis_or_skip
+from testkit.pictures import psnr
+from testkit.pickles import Opens
 from testkit.phone_files import FORMATS as PHONE_FORMATS, as_phone_file
 from testkit.redis_server import PASSWORD, RedisServer, turned_away
 from testkit.wait import wait_for
@@ -190,16 +191,6 @@ def test_a_style_the_worker_lacks_fails_at_once_with_the_reason(worker: RunningW
         assert isinstance(reply, WorkFailed) and why in reply.message, reply
 
 
-class Opens:
-    """Unpickled, it creates ``path``: what a pickle planted on the broker would run on a worker that accepted it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return open, (str(self.path), "w")
-
-
 def small_order(shared_photo: Callable[[str], bytes]) -> dict[str, object]:
     return order_to_message(WorkOrder("job-3", shared_photo("square_512.jpg"), "hayao", ConvertSettings(max_side=128)))
 
@@ -306,9 +297,9 @@ def test_workers_are_listed_while_they_run_and_vanish_with_their_pool_when_kille
         client.close()
 
 
+@pytest.mark.usefixtures("redis_installed")
 def test_a_worker_started_while_redis_is_down_waits_for_it_and_never_logs_the_password(
         real_store: ModelStore, tmp_path: Path) -> None:
-    redis_or_skip()
     server = RedisServer(tmp_path / "redis")  # not started: nothing listens on its port yet
     running = start_worker(tmp_path / "home", real_store.home, server.url(), ready=False)
     try:

@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 from testkit.phone_files import FORMATS as PHONE_FORMATS, SUFFIX, as_phone_file
-from tests.conftest import DET_FILE, HAYAO_FILE, MODELS, psnr
+from testkit.models import DET_FILE, HAYAO_FILE, MODELS
+from testkit.pictures import psnr
 
 
 def _animebot(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

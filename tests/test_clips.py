@@ -31,7 +31,7 @@ from inference.clip_settings import ClipLimits, ClipSettings
 from inference.clips import ClipCancelled, convert_clip, draw_frame, is_clip
 from inference.errors import AnimebotError
 from testkit.clip_maker import frame_number, gif, mp4, numbered_frames, pan_frames, read_back
-from tests.conftest import psnr, synthetic_image, synthetic_photo
+from testkit.pictures import psnr, synthetic_image, synthetic_photo
 from weights.store import ModelStore
 
 PASS_THROUGH = ClipSettings(strength=0, steady=False)

@@ -23,7 +23,7 @@ import yaml
 
 from bot.drawing.pool import Pool
 from bot.service import metrics
-from tests.conftest import REPO
+from testkit.bot_harness import REPO
 
 DEPLOY = REPO / "deploy"
 PROMETHEUS = DEPLOY / "prometheus"

@@ -27,7 +27,8 @@ from testkit.compose import REPO, Project, compose_command, docker, engine_probl
 from testkit.fake_telegram import TOKEN, FakeTelegram
 from testkit.replies import labels
 from testkit.wait import wait_for
-from tests.conftest import MODELS, PHOTOS
+from testkit.models import MODELS
+from testkit.pictures import PHOTOS
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_model]
 PASSWORDS = {"REDIS_PASSWORD": "redis-pw-7f3a", "GRAFANA_PASSWORD": "grafana-pw-91c2",

@@ -20,7 +20,9 @@ from inference.errors import ModelError
 from inference.detector import Face, FaceDetector
 from inference.faces import CROP, align_matrix, crop_mask, warp, worth_a_pass
 from inference.pipeline import ConvertSettings, FaceTools, convert_bytes, resize
-from tests.conftest import DET_FILE, PHOTOS, REPO
+from testkit.models import DET_FILE
+from testkit.pictures import PHOTOS
+from testkit.bot_harness import REPO
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from inference.generator import Generator, GeneratorWidths, upsample_asymmetric
-from tests.conftest import TINY_WIDTHS
+from testkit.models import TINY_WIDTHS
 
 
 def test_full_width_generator_has_the_published_parameter_count() -> None:

@@ -14,9 +14,9 @@ from testkit.bot_harness import group_chat, private_chat
 from testkit.bot_in_process import InProcessBot, serving
 from testkit.fake_telegram import Call, FakeTelegram
 from testkit.journal import settled
-from testkit.replies import first_answer
-from tests.conftest import synthetic_photo
-from tests.test_privacy import BOT_ENV, drawn, forget
+from testkit.replies import first_answer, drawn
+from testkit.pictures import synthetic_photo
+from testkit.privacy import BOT_ENV, forget
 from weights.store import ModelStore
 
 

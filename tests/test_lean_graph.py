@@ -7,7 +7,7 @@ import torch
 from inference.backends import TorchStylizer
 from inference.generator import Generator
 from inference.lean_graph import lean
-from tests.conftest import TINY_WIDTHS
+from testkit.models import TINY_WIDTHS
 
 
 def legacy_net(seed: int) -> Generator:

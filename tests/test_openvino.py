@@ -12,10 +12,10 @@ from inference.backends import OpenVinoStylizer, TorchStylizer
 from inference.engine import DEFAULT_BACKEND, exported_onnx, load_stylizer
 from inference.onnx_export import export
 from inference.pipeline import resize, stylize
-from tests.conftest import psnr
+from testkit.bot_harness import REPO
+from testkit.pictures import psnr
 from weights.store import ModelStore
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny_openvino(tiny_model: TorchStylizer, tmp_path: Path) -> OpenVinoStylizer:
@@ -77,7 +77,7 @@ def test_a_worker_on_the_cached_export_never_imports_torch(real_store: ModelStor
         "assert model(np.zeros((64, 48, 3), np.float32)).shape == (64, 48, 3)\n"
         "print('torch' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
 

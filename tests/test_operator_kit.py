@@ -30,8 +30,8 @@ from bot.drawing.celery.app import make_celery
 from bot.drawing.celery.wire import TASK_NAME, order_summary, order_to_message, result_from_message
 from inference.drawer import WorkOrder
 from inference.pipeline import ConvertSettings, Converted
-from tests.conftest import synthetic_photo
-from testkit.bot_harness import RunningBot, private_chat, start_bot
+from testkit.pictures import synthetic_photo
+from testkit.bot_harness import REPO, RunningBot, private_chat, start_bot
 from testkit.fake_telegram import TOKEN, FakeTelegram
 from testkit.browser import chromium
 from testkit.flower import RunningFlower, start_flower
@@ -257,7 +257,7 @@ def test_prometheus_scrapes_the_bot_runs_every_dashboard_query_and_loads_the_ale
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("prometheus is not installed (apt-get install prometheus)")
-    deploy = Path(__file__).resolve().parent.parent / "deploy"
+    deploy = REPO / "deploy"
     prometheus = start_prometheus(binary, tmp_path / "prometheus", f"127.0.0.1:{cluster.metrics_port}",
                                   sorted((deploy / "prometheus" / "rules").glob("*.yml")))
     try:

@@ -15,7 +15,7 @@ from inference.imageio import decode
 from inference.onnx_export import load_or_export as onnx_load_or_export
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size, resize, stylize
 from inference.torchscript import export, load_or_export
-from tests.conftest import psnr
+from testkit.pictures import psnr
 from weights.store import ModelStore
 
 

@@ -21,7 +21,7 @@ from bot.drawing.pool import PoolBusy, WorkerLost
 from bot.service import metrics
 from inference.drawer import DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
-from tests.conftest import synthetic_photo
+from testkit.pictures import synthetic_photo
 from testkit.wait import until, within
 from weights.store import ModelStore
 

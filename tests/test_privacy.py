@@ -17,19 +17,13 @@ from bot.service.metrics import REGISTRY
 from testkit.bot_harness import group_chat, private_chat, start_bot
 from testkit.clip_maker import mp4, pan_frames
 from testkit.bot_in_process import InProcessBot, serving
-from testkit.fake_telegram import Call, FakeTelegram, flood
+from testkit.fake_telegram import FakeTelegram, flood
 from testkit.journal import drawn_by, journal_rows, settled
-from testkit.privacy import Traces, files_holding, rows_naming, traces_of
-from testkit.replies import answers, buttons, first_answer, is_status
+from testkit.privacy import ADMIN, BOT_ENV, Traces, files_holding, forget, rows_naming, traces_of
+from testkit.replies import answers, buttons, drawn, first_answer, is_status, text_after
 from testkit.worker_harness import held
-from tests.conftest import synthetic_photo
+from testkit.pictures import synthetic_photo
 from weights.store import ModelStore
-
-ADMIN = 770009001
-QUOTA = 3
-BOT_ENV = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_ADMINS": str(ADMIN),
-           "ANIMEBOT_DAILY_QUOTA": str(QUOTA), "ANIMEBOT_RATE_PER_MINUTE": "0"}
-
 
 @pytest.fixture(scope="module")
 def served(tiny_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessBot, FakeTelegram]]:
@@ -37,34 +31,11 @@ def served(tiny_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> 
         yield both
 
 
-def drawn(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], data: bytes, **kw: Any
-          ) -> tuple[dict[str, Any], Call]:
-    """A user sends a photo and gets it back drawn."""
-    photo = fake.photo_message(chat, user, data, **kw)
-    return photo, first_answer(fake, photo, "sendPhoto", timeout=120)
-
-
-def text_after(fake: FakeTelegram, chat_id: int, before: int, starts: str, method: str = "sendMessage") -> Call:
-    return fake.wait_for(lambda: [c for c in fake.calls_to(method, chat_id)[before:]
-                                  if str(c.params.get("text", "")).startswith(starts)], 60, starts)[0]
-
-
 def photo_job(bot: InProcessBot, photo: dict[str, Any]) -> int:
     """The job (its update's id) that took on ``photo``."""
     rows = journal_rows(bot.home, "SELECT update_id FROM updates WHERE json_extract(payload, '$.message.message_id') = ?"
                         " AND json_extract(payload, '$.message.chat.id') = ?", photo["message_id"], photo["chat"]["id"])
     return int(rows[0][0])  # type: ignore[call-overload]
-
-
-def forget(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], command: str = "/forget") -> str:
-    """Say /forget, press the confirming button, and return what the bot says it deleted."""
-    asked = len(fake.messages_to(chat["id"]))
-    fake.text_message(chat, user, command)
-    question = text_after(fake, chat["id"], asked, "Delete everything")
-    yes = next(d for d in buttons(question) if d.startswith("E:"))
-    edits = len(fake.calls_to("editMessageText", chat["id"]))
-    fake.press(user, question.result, yes)
-    return str(text_after(fake, chat["id"], edits, "Done.", "editMessageText").params["text"])
 
 
 def test_after_forget_nothing_in_the_home_names_the_user_their_photo_or_its_result(

@@ -14,12 +14,11 @@ import pytest
 from testkit.bot_harness import private_chat, start_bot
 from testkit.fake_telegram import FakeTelegram
 from testkit.journal import settled
-from testkit.privacy import files_holding, redis_holding, rows_naming, traces_of
+from testkit.privacy import files_holding, redis_holding, rows_naming, traces_of, BOT_ENV, forget
 from testkit.redis_server import RedisServer
-from testkit.replies import buttons
+from testkit.replies import buttons, drawn
 from testkit.worker_harness import held, start_worker
-from tests.conftest import synthetic_photo
-from tests.test_privacy import BOT_ENV, drawn, forget
+from testkit.pictures import synthetic_photo
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DET_FILE
+from testkit.models import DET_FILE
 from weights.provision import provision
 from weights.store import ModelStore, WeightsError
 

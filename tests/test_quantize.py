@@ -13,7 +13,8 @@ from inference.generator import Generator
 from inference.onnx_export import export
 from inference.pipeline import ConvertSettings, convert_bytes, resize
 from inference.quantize import conv_names, quantize, save_int8, worst_psnr
-from tests.conftest import PHOTOS, TINY_WIDTHS, synthetic_image
+from testkit.pictures import PHOTOS, synthetic_image
+from testkit.models import TINY_WIDTHS
 from weights.store import ModelStore
 
 

@@ -24,11 +24,11 @@ from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from testkit.bot_harness import RunningBot, group_chat, pick_style, private_chat, start_bot
 from testkit.clip_maker import mp4, pan_frames, read_back
-from tests.conftest import QUICK_STYLE, psnr
+from testkit.models import QUICK_STYLE
+from testkit.pictures import psnr, jpeg
 from testkit.journal import job_of, jobs_for, settled
 from testkit.privacy import redis_holding
 from testkit.replies import album_files, answers, buttons, is_answer, is_status, labels
-from tests.test_bot_answers import jpeg
 from testkit.fake_telegram import TOKEN, Call, FakeTelegram
 from testkit.redis_server import PASSWORD, RedisServer, free_port
 from testkit.worker_harness import RunningWorker, caught_drawing, held, start_worker

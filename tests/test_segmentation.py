@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image
 
 from inference.segmentation import SIDE, Segmenter, exported, read_graph
-from tests.conftest import PHOTOS
+from testkit.pictures import PHOTOS
 
 OPS = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
 

@@ -15,7 +15,8 @@ from inference.detector import Face
 from inference.faces import CROP_SIZES, TEMPLATE, TEMPLATE_EYE_PX, ZOOM, Framing, crop_size, template
 from inference.onnx_export import export
 from inference.pipeline import stylize_crops
-from tests.conftest import PHOTOS, REPO
+from testkit.pictures import PHOTOS
+from testkit.bot_harness import REPO
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -37,10 +37,11 @@ from testkit.clip_maker import mp4, pan_frames
 from testkit.fake_telegram import BOT_USER, STICKERS_IN_SET, Call, FakeTelegram
 from testkit.journal import drawn_by, journal_rows, settled
 from testkit.redis_server import RedisServer
-from testkit.replies import buttons
+from testkit.replies import buttons, drawn
 from testkit.worker_harness import start_worker
-from tests.conftest import DET_FILE, HAYAO_FILE, PHOTOS, SELFIE_FILE, synthetic_photo
-from tests.test_privacy import BOT_ENV, drawn, forget
+from testkit.models import DET_FILE, HAYAO_FILE, SELFIE_FILE
+from testkit.pictures import PHOTOS, synthetic_photo
+from testkit.privacy import BOT_ENV, forget
 from weights.store import ModelStore
 
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 from inference.engine import face_style_for, load_face_tools, load_stylizer
 from inference.pipeline import ConvertSettings, convert_bytes, resize, stylize
-from tests.conftest import MODELS, STYLE_NAMES
+from testkit.models import MODELS, STYLE_NAMES
 from weights.hashing import file_digests
 from weights.registry import builtin_entries
 from weights.store import ModelStore, WeightsError
@@ -63,7 +63,7 @@ def test_each_float16_style_on_the_default_backend_matches_the_original_file(
 def test_odd_and_small_sizes_are_padded_and_cropped_back(styles_store: ModelStore, size: tuple[int, int]) -> None:
     """Sides that are no multiple of 8, or under the 256 px the v3 nets want, come back at their own
     size and match the original file run on the same padding (not a stretched or squashed copy)."""
-    from tests.conftest import synthetic_image
+    from testkit.pictures import synthetic_image
 
     entry, path = styles_store.require("hayao_v3")
     img = synthetic_image(*size, seed=3)
@@ -95,7 +95,7 @@ class _Recorder:
 ])
 def test_the_model_is_fed_sides_of_its_multiple_and_at_least_its_minimum(
         size: tuple[int, int], multiple: int, min_side: int, fed: tuple[int, int]) -> None:
-    from tests.conftest import synthetic_image
+    from testkit.pictures import synthetic_image
 
     model = _Recorder(multiple, min_side)
     img = synthetic_image(*size)

@@ -11,7 +11,7 @@ from PIL import Image
 from inference.errors import ModelError
 from inference.generator import Generator
 from inference.tflite_import import load_tflite_generator
-from tests.conftest import psnr
+from testkit.pictures import psnr
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -24,19 +22,14 @@ from bot.webapp.auth import MAX_AGE_S, Unauthorized, check_init_data, from_heade
 from bot.webapp.links import Links
 from inference.colour import blend
 from testkit.bot_harness import group_chat, private_chat, start_bot
-from testkit.bot_in_process import InProcessBot, bot_in_process, serving
+from testkit.bot_in_process import bot_in_process
 from testkit.fake_telegram import BOT_USER, TOKEN, Call, FakeTelegram
 from testkit.journal import drawn_by, journal_rows
 from testkit.redis_server import RedisServer, free_port
-from testkit.replies import first_answer
-from testkit.wait import wait_for
-from testkit.webapp import Answer, call, init_data
+from testkit.webapp import QUOTA, URL, App, call, drawn_photo, init_data
 from testkit.worker_harness import start_worker
-from tests.conftest import synthetic_photo
 from weights.store import ModelStore
 
-URL = "https://anime.example/app"
-QUOTA = 8
 
 
 # --- the signature, on its own ---------------------------------------------------------------
@@ -96,54 +89,6 @@ def test_a_picture_address_is_for_one_user_one_picture_and_expires() -> None:
 
 
 # --- the API, on a real bot ----------------------------------------------------------------------
-
-class App:
-    """The bot's HTTP server, as the page calls it."""
-
-    def __init__(self, bot: InProcessBot, fake: FakeTelegram, port: int) -> None:
-        self.bot, self.fake, self.base = bot, fake, f"http://127.0.0.1:{port}"
-
-    def get(self, path: str, uid: int | None = None, auth: str | None = None) -> Answer:
-        return call(self.base, path, auth if auth is not None else init_data(uid, TOKEN) if uid else None)
-
-    def post(self, path: str, uid: int, body: Any = None, raw: bytes | None = None) -> Answer:
-        return call(self.base, path, init_data(uid, TOKEN), body=body if body is not None else {}, raw=raw)
-
-    def results(self, uid: int) -> list[dict[str, Any]]:
-        answer = self.get("/app/api/results", uid)
-        assert answer.status == 200, answer
-        return list(answer.json()["results"])
-
-    def finished(self, job: str, uid: int) -> dict[str, Any]:
-        """Poll the job as the page does, until it is done or failed."""
-        def ended() -> dict[str, Any] | None:
-            state: dict[str, Any] = self.get(f"/app/api/jobs/{job}", uid).json()
-            return state if state["state"] in ("done", "failed") else None
-        return wait_for(ended, 120, f"the end of job {job}")
-
-    def picture(self, url: str) -> Image.Image:
-        answer = call(self.base, url)
-        assert answer.status == 200 and answer.headers["Content-Type"] == "image/jpeg", answer.status
-        return Image.open(io.BytesIO(answer.body)).convert("RGB")
-
-
-@pytest.fixture(scope="module")
-def app(tiny_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    port = free_port()
-    env = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_RATE_PER_MINUTE": "0",
-           "ANIMEBOT_DAILY_QUOTA": str(QUOTA), "ANIMEBOT_METRICS_PORT": str(port), "ANIMEBOT_WEBAPP_URL": URL}
-    with serving(tmp_path_factory.mktemp("webapp"), tiny_store.home, **env) as (bot, fake):
-        yield App(bot, fake, port)
-
-
-def drawn_photo(app: App, uid: int, seed: int, chat: dict[str, Any] | None = None) -> tuple[bytes, Call]:
-    """A user sends a photo (in their private chat, or in ``chat``) and gets it back drawn."""
-    user = private_chat(uid)[1]
-    data = synthetic_photo(384, 288, seed=seed)
-    message = app.fake.photo_message(chat or private_chat(uid)[0], user, data,
-                                     caption="/anime" if chat is not None else None)
-    return data, first_answer(app.fake, message, "sendPhoto", timeout=120)
-
 
 def web_app_buttons(answer: Call) -> list[str]:
     return [b["web_app"]["url"] for row in answer.params["reply_markup"]["inline_keyboard"] for b in row
@@ -300,7 +245,7 @@ def test_bad_requests_get_one_sentence_a_spent_quota_its_own_and_a_flood_429(app
 
 
 def test_a_result_forgotten_is_gone_from_the_page(app: App) -> None:
-    from tests.test_privacy import forget
+    from testkit.privacy import forget
 
     uid = 6701
     chat, user = private_chat(uid)

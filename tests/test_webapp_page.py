@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from inference.colour import blend
+from testkit.bot_harness import REPO
 from testkit.browser import chromium
 from testkit.fake_telegram import TOKEN
 from testkit.wait import wait_for
-from testkit.webapp import call, init_data
-from tests.test_webapp import App, app, drawn_photo  # noqa: F401  (the module's bot is a fixture)
+from testkit.webapp import App, call, drawn_photo, init_data
 
 DARK = {"bg_color": "#17212b", "text_color": "#f5f5f5", "hint_color": "#708499", "button_color": "#5288c1",
         "button_text_color": "#ffffff", "secondary_bg_color": "#232e3c", "link_color": "#6ab3f3"}
@@ -52,7 +52,7 @@ def canvas_pixels(page: Any) -> np.ndarray:
     return np.asarray(raw, np.uint8).reshape(height, width, 4)[:, :, :3]
 
 
-def test_the_page_compares_previews_a_strength_and_keeps_it(app: App, browser: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_the_page_compares_previews_a_strength_and_keeps_it(app: App, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
     uid = 6901
@@ -131,7 +131,7 @@ def test_the_page_compares_previews_a_strength_and_keeps_it(app: App, browser: A
         page.close()
 
 
-def test_the_page_speaks_chinese_in_a_light_theme_and_one_sentence_unsigned(app: App, browser: Any,  # noqa: F811
+def test_the_page_speaks_chinese_in_a_light_theme_and_one_sentence_unsigned(app: App, browser: Any,
                                                                             tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
@@ -166,7 +166,7 @@ def test_the_preview_matches_the_server_for_colours_and_strength(browser: Any) -
     try:
         page.route("**/*", lambda route: route.fulfill(body="<html></html>", content_type="text/html"))
         page.goto("http://page.invalid/")
-        page.add_script_tag(path=str(Path(__file__).resolve().parents[1] / "bot/webapp/page/app.js"))
+        page.add_script_tag(path=str(REPO / "bot/webapp/page/app.js"))
         rng = np.random.default_rng(7)
         photo, drawing = (rng.integers(0, 256, (16, 16, 3), dtype=np.uint8) for _ in range(2))
         photo[0] = np.arange(0, 256, 16)[:, None]  # greys, whose hue is the drawing's

@@ -15,7 +15,7 @@ from weights.download import download
 from weights.hashing import file_digests
 from weights.registry import ModelEntry, builtin_entries
 from weights.store import ModelStore, WeightsError
-from tests.conftest import HAYAO_FILE
+from testkit.models import HAYAO_FILE
 
 
 def test_registry_lists_every_required_model_with_provenance() -> None:

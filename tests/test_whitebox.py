@@ -15,7 +15,8 @@ from PIL import Image
 from inference.errors import ModelError
 from inference.onnx_export import export
 from inference.whitebox import load_whitebox_generator
-from tests.conftest import MODELS, psnr
+from testkit.models import MODELS
+from testkit.pictures import psnr
 
 WHITEBOX_FILE = MODELS / "whitebox_cartoon_gan_int8.tflite"
 # A face in a group, a close-up portrait and a street scene: the kinds of photo people send.
