@@ -1,6 +1,7 @@
-"""Shared fixtures: the real models and photos from ../shared, a tiny random generator for the
-logic that must be tested even without them, and synthetic photos where which photo it is does
-not matter.
+"""What every room of tests/ shares: the real models and photos from ../shared, a tiny random
+generator for the logic that must be tested even without them, Redis; and the marks and order of
+every test. A fixture only one room uses is in that room's conftest.py (tests/webapp/); what tests
+and benches share that is not a fixture is in testkit/.
 
 A clone on its own (no ../shared beside it) must pass: everything that reads ../shared does so
 in a fixture that skips with the reason, never at import. Tests are marked ``real_model`` and
@@ -31,72 +32,63 @@ from testkit.bot_harness import start_bot
 from testkit.bot_in_process import bot_in_process, serving
 from testkit.models import CUTE_FILE, DET_FILE, HAYAO_FILE, MODELS, SELFIE_FILE, STYLE_NAMES, TINY_WIDTHS
 from testkit.pictures import PHOTOS, photo_paths
-from testkit.redis_server import RedisServer, free_port, have_redis_server
-from testkit.webapp import QUOTA, URL, App
+from testkit.redis_server import RedisServer, have_redis_server
 from weights.store import ModelStore
 
-# Fixtures that read ../shared. ``detector`` and ``face_store`` are tests/test_faces.py's, which
-# load the real face detector; they are named here so those tests are marked like the rest.
-SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo", "detector", "face_store",
-                             "styles_store", "selfie_file"})
+# This file's fixtures that read ../shared (each skips with the reason where it is absent). A test that
+# uses one, directly or through another fixture, needs ../shared.
+SHARED_FIXTURES = frozenset({"hayao_file", "det_file", "selfie_file", "photos", "shared_photo", "real_store",
+                             "styles_store"})
 # A test that can start the bot (a process, or in this one): its module imports a starter, and it has a model to give
 # the bot (no bot starts without a style). Each start costs seconds.
 BOT_STARTERS = (start_bot, serving, bot_in_process)
 MODEL_FIXTURES = SHARED_FIXTURES | {"tiny_store"}
-# Modules whose every test runs for long though it needs neither: each starts processes, runs a
-# codec or compiles a model for about a second (pytest --durations=0 -m "not slow" finds them).
-LONG_MODULES = frozenset({
-    "test_clips.py",  # encodes and decodes real video and sound with PyAV
-    "test_pipeline.py",  # traces and exports generators to TorchScript and ONNX
-    "test_pool.py",  # starts and kills worker processes
-    "test_celery_pool.py",  # runs Redis and Celery worker processes
-    "test_openvino.py",  # compiles OpenVINO models
-    "test_prune.py",  # distils a lite generator
-    "test_quantize.py",  # quantizes and compiles a generator
-    "test_webapp_page.py",  # Chromium on a bot that test_webapp.py's fixture starts
-})
-# Single tests like them elsewhere, as file::name.
-LONG_TESTS = frozenset({
-    "test_bench.py::test_speed_bench_prints_its_table_on_a_tiny_generator",  # four backends, in a subprocess
-    "test_bot_units.py::test_run_without_a_token_exits_with_one_line",  # a bot process, though it stops at once
-    "test_speed.py::test_batched_faces_give_the_pixels_drawn_one_at_a_time",
-    "test_faces.py::test_keep_colours_holds_the_photos_mean_chroma",
-    "test_faces.py::test_strength_zero_is_the_photo_and_full_is_the_style",
-    "test_imageio.py::test_a_phone_sized_jpeg_is_decoded_at_a_reduced_scale_for_a_small_result",
-})
-
-
-# The modules that take longest with ../shared, longest first, as measured with -n 4 (wall s):
-# scale_out 142, bot_gallery 113, bot_clips 98, bench 58, then 40-52 each. They are collected
-# before the rest, and pyproject's --no-loadscope-reorder makes the test processes take modules in
-# that order (xdist would otherwise go by the number of tests in a module), so that no long module
-# is started last while the other processes have run out of work.
-LONGEST_FIRST = ("test_scale_out.py", "test_bot_gallery.py", "test_bot_clips.py", "test_bench.py",
-                 "test_styles.py", "test_bot_stops.py", "test_bot_e2e.py", "test_cli.py", "test_clips.py",
-                 "test_faces.py", "test_bot_durable.py", "test_pipeline.py", "test_quantize.py")
+# What a test costs, dearest first, as its marks and fixtures show it (see :func:`kind`).
+KINDS = ("a bot on the real models", "the real models", "slow", "quick")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by what it uses, so that a new test is marked without anyone remembering:
+    """Mark each test by what it uses, so that a new test is marked without anyone remembering, and
+    without a list of modules to keep:
 
     - ``real_model``: it needs ../shared (and is skipped where that is absent);
-    - ``slow``: it needs ../shared (a real model loads and draws real photos for seconds), starts
-      the bot process, or is in LONG_MODULES or LONG_TESTS. ``pytest -m "not slow"`` runs the rest.
+    - ``slow``: it needs ../shared (a real model loads and draws real photos for seconds), or starts
+      the bot. A module or test that is long for a reason no fixture shows (a codec, a compiler,
+      processes of its own) says so itself, with ``pytest.mark.slow`` and the reason beside it.
+      ``pytest -m "not slow"`` runs the rest.
 
-    Then put LONGEST_FIRST's modules first; the order within a module stays.
+    Then order the modules by their dearest kind of test (:data:`KINDS`), keeping the collection's
+    order (folder by folder) within a kind and within a module. pyproject's --no-loadscope-reorder
+    makes the test processes take modules in that order (xdist would otherwise go by the number of
+    tests in a module), so that the long modules are all under way before the quick ones, and none
+    is started last while the other processes have run out of work.
     """
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # a stable sort
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))  # every fixture the test needs, directly or not
-        module = getattr(item, "module", None)
-        imported = vars(module).values() if module is not None else ()
-        starts_bot = bool(uses & MODEL_FIXTURES) and any(v is s for v in imported for s in BOT_STARTERS)
         if uses & SHARED_FIXTURES:
             item.add_marker(pytest.mark.real_model)
-        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
-        if uses & SHARED_FIXTURES or starts_bot or name in LONG_TESTS or item.path.name in LONG_MODULES:
+        if uses & SHARED_FIXTURES or starts_bot(item, uses):
             item.add_marker(pytest.mark.slow)
+    dearest: dict[Path, int] = {}
+    for item in items:
+        dearest[item.path] = min(dearest.get(item.path, len(KINDS)), kind(item))
+    items.sort(key=lambda item: dearest[item.path])  # a stable sort
+
+
+def starts_bot(item: pytest.Item, uses: set[str]) -> bool:
+    module = getattr(item, "module", None)
+    imported = vars(module).values() if module is not None else ()
+    return bool(uses & MODEL_FIXTURES) and any(v is s for v in imported for s in BOT_STARTERS)
+
+
+def kind(item: pytest.Item) -> int:
+    """The index in :data:`KINDS` of what ``item`` costs."""
+    real = item.get_closest_marker("real_model") is not None
+    if real and starts_bot(item, set(getattr(item, "fixturenames", ()))):
+        return 0
+    if real:
+        return 1
+    return 2 if item.get_closest_marker("slow") is not None else 3
 
 
 @pytest.fixture(autouse=True)
@@ -121,6 +113,11 @@ def hayao_file() -> Path:
 @pytest.fixture(scope="session")
 def selfie_file() -> Path:
     return _need(SELFIE_FILE)
+
+
+@pytest.fixture(scope="session")
+def det_file() -> Path:
+    return _need(DET_FILE)
 
 
 @pytest.fixture(scope="session")
@@ -205,12 +202,3 @@ def redis_server(redis_installed: None, tmp_path_factory: pytest.TempPathFactory
     finally:
         server.kill()
 
-
-@pytest.fixture(scope="module")
-def app(tiny_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    """The Mini App's bot (the tiny style, a real worker) and its HTTP server, as the page calls it."""
-    port = free_port()
-    env = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_RATE_PER_MINUTE": "0",
-           "ANIMEBOT_DAILY_QUOTA": str(QUOTA), "ANIMEBOT_METRICS_PORT": str(port), "ANIMEBOT_WEBAPP_URL": URL}
-    with serving(tmp_path_factory.mktemp("webapp"), tiny_store.home, **env) as (bot, fake):
-        yield App(bot, fake, port)

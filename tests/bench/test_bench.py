@@ -16,6 +16,7 @@ from testkit.bot_harness import REPO
 from weights.store import ModelStore
 
 
+@pytest.mark.slow  # four backends, in a subprocess
 def test_speed_bench_prints_its_table_on_a_tiny_generator() -> None:
     done = subprocess.run([sys.executable, "-m", "bench.speed", "--tiny", "--runs", "1"], cwd=REPO,
                           capture_output=True, text=True, timeout=600)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,6 @@ from testkit.clip_maker import mp4, pan_frames, read_back
 from testkit.fake_telegram import Call, FakeTelegram
 from testkit.journal import settled
 from testkit.replies import buttons, first_answer
-from testkit.models import DET_FILE
 from testkit.pictures import PHOTOS, synthetic_photo
 from testkit.privacy import BOT_ENV
 from weights.store import ModelStore
@@ -77,9 +77,7 @@ def test_an_avatar_of_a_photo_without_a_face_is_its_centre_square(tiny_bot: tupl
 
 
 def test_an_avatar_of_a_group_photo_is_its_largest_face_with_the_head_inside_the_circle(
-        real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> None:
-    if not DET_FILE.is_file():
-        pytest.skip(f"the face detector {DET_FILE} is absent (it lives in ../shared/models on CI)")
+        real_store: ModelStore, det_file: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     with serving(tmp_path_factory.mktemp("avatar-real"), real_store.home, ANIMEBOT_RATE_PER_MINUTE="0") as (_, fake):
         chat, user = private_chat(770004101)
         # At a quarter of the style the face stays a photo's, which the detector finds again below.
@@ -91,7 +89,7 @@ def test_an_avatar_of_a_group_photo_is_its_largest_face_with_the_head_inside_the
     picture = np.asarray(Image.open(io.BytesIO(fake.sent_file(file, "document"))).convert("RGB"))
     side = picture.shape[0]
     assert picture.shape[1] == side and side <= 1024
-    faces = FaceDetector(DET_FILE).detect(picture)
+    faces = FaceDetector(det_file).detect(picture)
     assert faces, "the face is in the avatar"
     assert inside_circle((0, 0, side, side), head_box(faces[0].box)), faces[0].box
 

@@ -146,7 +146,7 @@ def test_a_file_over_the_download_limit_is_refused_without_fetching(bot: InProce
 
 
 def test_a_sticker_gets_a_hint(bot: InProcessBot, fake: FakeTelegram) -> None:
-    chat, user = private_chat(115)  # (a video is drawn: tests/test_bot_clips.py)
+    chat, user = private_chat(115)  # (a video is drawn: tests/chat/test_bot_clips.py)
     sticker = {"file_id": "S1", "file_unique_id": "US1", "width": 512, "height": 512, "is_animated": False,
                "is_video": False, "type": "regular"}
     fake.push({"message": fake._message(chat, user, sticker=sticker)})

@@ -7,7 +7,7 @@ pressed as users would: a first sticker makes a set, a second is added, a repeat
 full set moves on, a deleted set is made again, a group member who never opened a private chat
 gets a link to one, inline mode offers the stickers, and /forget says how to delete the set.
 The tiny bot has no segmentation model, so its stickers are oval cuts, and it says so once; the
-real model's cut is tests/test_segmentation.py's and the real-photo tests' here. Whether a photo has a
+real model's cut is tests/inference/test_segmentation.py's and the real-photo tests' here. Whether a photo has a
 person to cut out (a face the detector found, in a mask sure of itself) is checked with stand-ins for
 the two models, then on scikit-image's sample photos (coffee, a cat, a retina, two people) with the real ones.
 """
@@ -39,7 +39,6 @@ from testkit.journal import drawn_by, journal_rows, settled
 from testkit.redis_server import RedisServer
 from testkit.replies import buttons, drawn
 from testkit.worker_harness import start_worker
-from testkit.models import DET_FILE, HAYAO_FILE, SELFIE_FILE
 from testkit.pictures import PHOTOS, synthetic_photo
 from testkit.privacy import BOT_ENV, forget
 from weights.store import ModelStore
@@ -374,13 +373,11 @@ def test_no_background_is_a_transparent_png_file(served: tuple[InProcessBot, Fak
     assert clear > 0.1 and solid > 0.5  # the oval: its corners clear
 
 
-def test_real_portraits_make_person_shaped_stickers_in_one_set(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_real_portraits_make_person_shaped_stickers_in_one_set(hayao_file: Path, det_file: Path, selfie_file: Path,
+                                                               tmp_path_factory: pytest.TempPathFactory) -> None:
     """The acceptance, with the real model, detector and segmentation: two portraits, two stickers, one set."""
-    for needed in (HAYAO_FILE, DET_FILE, SELFIE_FILE):
-        if not needed.is_file():
-            pytest.skip(f"{needed} is absent (it lives in ../shared/models on CI)")
     store = ModelStore(tmp_path_factory.mktemp("stickers-real-home"))
-    for path in (HAYAO_FILE, DET_FILE, SELFIE_FILE):
+    for path in (hayao_file, det_file, selfie_file):
         store.import_file(path)
     with serving(tmp_path_factory.mktemp("stickers-real"), store.home, ANIMEBOT_RATE_PER_MINUTE="0") as (_, fake):
         chat, user = private_chat(770005101)
@@ -402,10 +399,8 @@ def test_real_portraits_make_person_shaped_stickers_in_one_set(tmp_path_factory:
 
 
 @pytest.fixture(scope="module")
-def detector() -> FaceDetector:
-    if not DET_FILE.is_file():
-        pytest.skip(f"the face detector {DET_FILE} is absent (it lives in ../shared/models on CI)")
-    return FaceDetector(DET_FILE, threads=1)
+def detector(det_file: Path) -> FaceDetector:
+    return FaceDetector(det_file, threads=1)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ ScaledObject against the schema kept beside them), and every metric the alerts a
 dashboard name is one the bot exports. Nothing here needs ../shared, Redis or a network.
 
 The same files against a running bot (its live ``/metrics``, Prometheus scraping it) are in
-tests/test_operator_kit.py.
+tests/deploy/test_operator_kit.py.
 """
 from __future__ import annotations
 

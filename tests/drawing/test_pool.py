@@ -25,6 +25,8 @@ from testkit.pictures import synthetic_photo
 from testkit.wait import until, within
 from weights.store import ModelStore
 
+pytestmark = pytest.mark.slow  # every test here starts and kills worker processes
+
 SETTINGS = ConvertSettings(max_side=96, faces=False)  # 160x120 in, 96x72 out
 
 

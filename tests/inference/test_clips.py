@@ -34,6 +34,8 @@ from testkit.clip_maker import frame_number, gif, mp4, numbered_frames, pan_fram
 from testkit.pictures import psnr, synthetic_image, synthetic_photo
 from weights.store import ModelStore
 
+pytestmark = pytest.mark.slow  # every test here encodes and decodes real video and sound with PyAV
+
 PASS_THROUGH = ClipSettings(strength=0, steady=False)
 
 
@@ -53,7 +55,7 @@ def shown(data: bytes) -> list[int]:
 
 
 def animebot(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as a person runs it (as tests/test_cli.py does)."""
+    """The CLI as a person runs it (as tests/cli/test_cli.py does)."""
     script = Path(sys.executable).with_name("animebot")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
     env = {**os.environ, "ANIMEBOT_HOME": str(home)}

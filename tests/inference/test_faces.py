@@ -29,10 +29,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
-def detector() -> FaceDetector:
-    if not DET_FILE.is_file():
-        pytest.skip(f"the face detector {DET_FILE} is absent (it lives in ../shared/models on CI)")
-    return FaceDetector(DET_FILE)
+def detector(det_file: Path) -> FaceDetector:
+    return FaceDetector(det_file)
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +199,7 @@ def test_cli_reports_faces_and_falls_back_without_a_detector(face_store: ModelSt
     assert "face detector det_500m.onnx is not installed" in done.stderr and "without the face pass" in done.stderr
 
 
+@pytest.mark.slow  # draws a 720 px picture three ways
 def test_strength_zero_is_the_photo_and_full_is_the_style(tiny_model: TorchStylizer) -> None:
     data = (PHOTOS / "street_1279x867.jpg").read_bytes() if PHOTOS.is_dir() else _gradient_png()
     photo = np.asarray(resize(Image.open(io.BytesIO(data)).convert("RGB"), 720))
@@ -245,6 +244,7 @@ def test_a_grey_blended_with_a_colour_keeps_that_colours_hue() -> None:
     assert np.abs(hue(blend(blue, greys, 0.5))[0, 8:] - hue(blue)[0, 0]).max() < 3  # and the other way round
 
 
+@pytest.mark.slow  # draws a 720 px picture three ways
 def test_keep_colours_holds_the_photos_mean_chroma(tiny_model: TorchStylizer) -> None:
     data = (PHOTOS / "town_1280x854.jpg").read_bytes() if PHOTOS.is_dir() else _gradient_png()
     photo = np.asarray(resize(Image.open(io.BytesIO(data)).convert("RGB"), 720))

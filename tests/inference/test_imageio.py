@@ -97,6 +97,7 @@ def test_a_phone_s_heic_or_avif_is_read_upright_turned_exactly_once(fmt: str, ti
     assert Image.open(io.BytesIO(convert_bytes(data, tiny_model).data)).size == (64, 96)
 
 
+@pytest.mark.slow  # encodes and decodes a 12-megapixel JPEG
 def test_a_phone_sized_jpeg_is_decoded_at_a_reduced_scale_for_a_small_result() -> None:
     big = _gradient(64, 48).resize((4032, 3024), Image.Resampling.BICUBIC)
     exif = Image.Exif()

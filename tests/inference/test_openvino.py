@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from inference.backends import OpenVinoStylizer, TorchStylizer
@@ -16,6 +17,7 @@ from testkit.bot_harness import REPO
 from testkit.pictures import psnr
 from weights.store import ModelStore
 
+pytestmark = pytest.mark.slow  # every test here compiles OpenVINO models
 
 
 def tiny_openvino(tiny_model: TorchStylizer, tmp_path: Path) -> OpenVinoStylizer:

@@ -18,6 +18,8 @@ from inference.torchscript import export, load_or_export
 from testkit.pictures import psnr
 from weights.store import ModelStore
 
+pytestmark = pytest.mark.slow  # every test here traces and exports generators to TorchScript and ONNX
+
 
 def test_fit_size_caps_the_long_side_and_keeps_aspect() -> None:
     assert fit_size(1280, 854, 720) == (720, 480)

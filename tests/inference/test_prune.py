@@ -10,6 +10,8 @@ from inference.generator import Generator, GeneratorWidths
 from inference.prune import distill, distill_loss, parameter_count, prune, random_crops, save_lite
 from weights.store import ModelStore
 
+pytestmark = pytest.mark.slow  # every test here distils a lite generator
+
 SMALL = GeneratorWidths(a=(16, 32, 32), b=(64, 64), c_in=64, res=64, hidden=(64, 128, 128, 128), c_out=64, d=(64, 64),
                         e=(32, 32, 16))
 

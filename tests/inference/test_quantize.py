@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 import torch
 from PIL import Image
 
@@ -16,6 +17,8 @@ from inference.quantize import conv_names, quantize, save_int8, worst_psnr
 from testkit.pictures import PHOTOS, synthetic_image
 from testkit.models import TINY_WIDTHS
 from weights.store import ModelStore
+
+pytestmark = pytest.mark.slow  # every test here quantizes and compiles a generator
 
 
 def real_photos(names: list[str], side: int = 640) -> list[np.ndarray]:

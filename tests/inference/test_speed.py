@@ -61,6 +61,7 @@ def test_a_face_model_gets_one_tight_crop_with_the_face_as_big_as_in_training() 
     assert scene == Framing() and scene.sizes == CROP_SIZES and scene.zoom(256) == scene.zoom(512) == ZOOM
 
 
+@pytest.mark.slow  # exports and compiles a model
 def test_batched_faces_give_the_pixels_drawn_one_at_a_time(tiny_model: TorchStylizer, tmp_path: Path) -> None:
     onnx = tmp_path / "tiny.onnx"
     onnx.write_bytes(export(tiny_model.module))

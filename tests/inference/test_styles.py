@@ -140,7 +140,7 @@ def test_scene_styles_draw_faces_with_jp_face_and_the_others_their_own(styles_st
     assert {s: face_style_for(styles_store, s) for s in STYLE_NAMES} == {
         "hayao": "jp_face", "cute": "jp_face", "hayao_v3": "jp_face", "shinkai": "jp_face", "cartoon": "jp_face",
         "sketch": "sketch", "jp_face": "jp_face"}
-    # Without jp_face a style draws its own faces, as before it existed (tests/test_faces.py checks that pass).
+    # Without jp_face a style draws its own faces, as before it existed (tests/inference/test_faces.py checks that pass).
     assert not real_store.is_installed(real_store.entry("jp_face"))
     model = load_stylizer(real_store, "hayao")
     assert face_style_for(real_store, "hayao") == "hayao" and load_face_tools(real_store, model).model is model

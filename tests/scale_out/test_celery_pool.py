@@ -50,7 +50,8 @@ from testkit.worker_harness import RunningWorker, held, start_worker
 from weights.store import ModelStore
 
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# Every test here runs Redis and Celery worker processes.
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 STYLES = ("tiny", "tinier")  # two randomly initialised generators: they draw the same photo differently
 SETTINGS = ConvertSettings(max_side=96, faces=False)
 DB = 3  # a Redis database of this module's own

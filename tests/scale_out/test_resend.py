@@ -1,6 +1,6 @@
 """What the bot does with a photo on a Celery worker at each look (bot/drawing/celery/resend.py), case
 by case, without Redis: the cases the scale-out tests reach only by killing workers and Redis
-(tests/test_scale_out.py), each decided here the same way every time."""
+(tests/scale_out/test_scale_out.py), each decided here the same way every time."""
 from __future__ import annotations
 
 from dataclasses import replace

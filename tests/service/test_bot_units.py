@@ -60,6 +60,7 @@ def test_dotenv_fills_gaps_but_the_environment_wins(tmp_path: Path) -> None:
     assert (cfg.token, cfg.max_side, cfg.workers) == (TOKEN, 512, 1)
 
 
+@pytest.mark.slow  # a bot process, though it stops at once
 def test_run_without_a_token_exits_with_one_line(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "ANIMEBOT_HOME": str(tmp_path)}
     env["PYTHONPATH"] = str(REPO)

@@ -4,7 +4,7 @@ The initData check is tested on its own (valid, forged, stale, fields missing, a
 token). Then a real bot (the tiny generator, a real worker, real SQLite), polling the fake Bot
 API with ``ANIMEBOT_METRICS_PORT`` and ``ANIMEBOT_WEBAPP_URL`` set, is used as the page uses it:
 over HTTP, signed as Telegram signs, by its user and by others. The page itself is
-tests/test_webapp_page.py's.
+tests/webapp/test_webapp_page.py's.
 """
 from __future__ import annotations
 

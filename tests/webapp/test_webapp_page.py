@@ -25,6 +25,8 @@ from testkit.fake_telegram import TOKEN
 from testkit.wait import wait_for
 from testkit.webapp import App, call, drawn_photo, init_data
 
+pytestmark = pytest.mark.slow  # every test here drives Chromium, on a bot of its own
+
 DARK = {"bg_color": "#17212b", "text_color": "#f5f5f5", "hint_color": "#708499", "button_color": "#5288c1",
         "button_text_color": "#ffffff", "secondary_bg_color": "#232e3c", "link_color": "#6ab3f3"}
 
