@@ -76,6 +76,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def starts_bot(item: pytest.Item, uses: set[str]) -> bool:
+    """Whether ``item`` (using the fixtures ``uses``) can start the bot: see :data:`BOT_STARTERS`."""
     module = getattr(item, "module", None)
     imported = vars(module).values() if module is not None else ()
     return bool(uses & MODEL_FIXTURES) and any(v is s for v in imported for s in BOT_STARTERS)
