@@ -13,7 +13,7 @@ broker path costs than the pipe to a local worker; and peak RSS of the bot and
 of a drawing process. Needs ``redis-server`` on the PATH.
 
 Then, ``--timings`` times over, a fresh ``animebot worker`` on that Redis is timed (the
-numbers tests/test_celery_worker.py used to bound, now reported here): an order in a style
+numbers tests/scale_out/test_celery_worker.py used to bound, now reported here): an order in a style
 it lacks, from sending to its refusal coming back (the test allowed 10 s for two); and, after
 SIGKILL to its main process, until its pool process is gone and until its heartbeat is gone
 from Redis (the test allowed 15 s for the heartbeat).

@@ -8,7 +8,7 @@ prints its peak RSS (VmHWM) after loading and after each photo. Default
 photos: the shared ones with faces, in two shapes. ``--fp32`` forces OpenVINO to
 compute in fp32, as on CPUs without bfloat16 units.
 
-This is where a worker's peak with the face pass is read (tests/test_speed.py used to bound
+This is where a worker's peak with the face pass is read (tests/inference/test_speed.py used to bound
 Hayao's at 650 MB on the first two default photos; README, "Memory", has the figures).
 """
 from __future__ import annotations

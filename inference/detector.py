@@ -6,7 +6,7 @@ apps): 51 MB more in every worker and 0.85 s more at each start, to decode
 three score maps. The net runs here on the OpenVINO runtime the styles
 already load, at one fixed 640 x 640 input that stays compiled (about 13 MB,
 8 ms a photo), and its outputs are decoded as insightface decodes them:
-``tests/test_faces.py`` checks the boxes and landmarks against insightface's
+``tests/inference/test_faces.py`` checks the boxes and landmarks against insightface's
 ``SCRFD`` on the shared photos.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The project's own docker-compose.yml, run on a real Docker engine, for tests/test_docker.py.
+"""The project's own docker-compose.yml, run on a real Docker engine, for tests/deploy/test_docker.py.
 
 Every run adds one override, ``testkit/compose.internal.yml``: the project's network is internal,
 so nothing a container sends can leave this machine. The fake Bot API listens on that network's

@@ -95,7 +95,7 @@ class FakeTelegram:
 
     def __init__(self, missing: tuple[str, ...] = (), host: str = "127.0.0.1") -> None:
         """``host``: the address to listen on; another than loopback only for containers on an internal
-        Docker network, which reach this machine at the network's gateway (tests/test_docker.py)."""
+        Docker network, which reach this machine at the network's gateway (tests/deploy/test_docker.py)."""
         self.missing = set(missing)  # methods to answer 404, as a minimal Bot API would
         self.faults: dict[str, list[Fault]] = {}  # method (or "download") -> what its next calls suffer
         self.blocked: set[int] = set()  # users who blocked the bot: sending to them is Forbidden

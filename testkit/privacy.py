@@ -18,8 +18,15 @@ from typing import Any
 import redis
 
 from testkit.fake_telegram import Call, FakeTelegram
+from testkit.replies import buttons, text_after
 
 NOT_USERS_DATA = ("models", "cache")  # installed models and their exports, shared between test bots
+# The tiny bot the /forget tests serve, with an admin and a daily quota of its own (also the bot of
+# tests that forget a user after other things: stickers, inline mode, the Mini App's neighbours).
+ADMIN = 770009001
+QUOTA = 3
+BOT_ENV = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_ADMINS": str(ADMIN),
+           "ANIMEBOT_DAILY_QUOTA": str(QUOTA), "ANIMEBOT_RATE_PER_MINUTE": "0"}
 
 
 @dataclass(frozen=True)
@@ -100,3 +107,14 @@ def _holds(value: bytes, data: bytes) -> bool:
     """``data`` in ``value`` as it is, or in the base64 a message body carries (at each of base64's
     three alignments, one of which is the body's)."""
     return data[:4096] in value or any(base64.b64encode(data[o:o + 3000]) in value for o in range(3))
+
+
+def forget(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], command: str = "/forget") -> str:
+    """Say /forget, press the confirming button, and return what the bot says it deleted."""
+    asked = len(fake.messages_to(chat["id"]))
+    fake.text_message(chat, user, command)
+    question = text_after(fake, chat["id"], asked, "Delete everything")
+    yes = next(d for d in buttons(question) if d.startswith("E:"))
+    edits = len(fake.calls_to("editMessageText", chat["id"]))
+    fake.press(user, question.result, yes)
+    return str(text_after(fake, chat["id"], edits, "Done.", "editMessageText").params["text"])

@@ -5,9 +5,14 @@ install it, where redis-server is absent (:func:`have_redis_server`).
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import socket
 import subprocess
+import threading
+from collections import Counter
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import redis
@@ -92,3 +97,50 @@ class RedisServer:
 
 def have_redis_server() -> bool:
     return shutil.which("redis-server") is not None
+
+
+@contextlib.contextmanager
+def turned_away(port: int, pids: Collection[int]) -> Iterator[Counter[int]]:
+    """Redis down, in a way a test can watch: for the block, ``port`` takes each connection and closes it
+    at once, so every client fails to reach Redis there, and the connections each of ``pids`` made are
+    counted. A test that must show a client trying again (and what it did not log meanwhile) waits on the
+    count instead of sleeping for as long as the tries should take."""
+    counts: Counter[int] = Counter()
+    done = threading.Event()
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        listener.settimeout(0.05)
+
+        def serve() -> None:
+            while not done.is_set():
+                try:
+                    conn, (_, peer) = listener.accept()
+                except TimeoutError:
+                    continue
+                with conn:  # the client waits for Redis's answer meanwhile, so its socket is still there
+                    owner = _owner(peer, pids)
+                if owner is not None:
+                    counts[owner] += 1
+
+        thread = threading.Thread(target=serve, name="turned-away", daemon=True)
+        thread.start()
+        try:
+            yield counts
+        finally:
+            done.set()
+            thread.join()
+
+
+def _owner(port: int, pids: Collection[int]) -> int | None:
+    """Which of ``pids`` holds the loopback TCP socket whose own port is ``port``, as /proc shows it."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rpartition(":")[2], 16) == port:
+            inodes.add(f"socket:[{fields[9]}]")
+    for pid in pids:
+        with contextlib.suppress(OSError):  # the process ended meanwhile
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):  # a descriptor closed meanwhile
+                    if os.readlink(fd) in inodes:
+                        return pid
+    return None

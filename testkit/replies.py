@@ -65,3 +65,29 @@ def album_files(fake: FakeTelegram, album: Call) -> list[tuple[str, bytes]]:
     """Each item of a sendMediaGroup call: its caption and the bytes a user receives."""
     return [(item.get("caption", ""), fake.sent_file(Call("x", {"m": item["media"]}, album.files), "m"))
             for item in album.params["media"]]
+
+
+def photos_sent(fake: FakeTelegram, chat_id: int) -> list[bytes]:
+    """Every anime picture the chat received, single or in albums, in order."""
+    out = []
+    for call in fake.calls:
+        if str(call.params.get("chat_id")) != str(chat_id):
+            continue
+        if call.method == "sendPhoto":
+            out.append(fake.sent_file(call, "photo"))
+        elif call.method == "sendMediaGroup":
+            out.extend(data for _, data in album_files(fake, call))
+    return out
+
+
+def drawn(fake: FakeTelegram, chat: dict[str, Any], user: dict[str, Any], data: bytes, **kw: Any
+          ) -> tuple[dict[str, Any], Call]:
+    """A user sends a photo and gets it back drawn."""
+    photo = fake.photo_message(chat, user, data, **kw)
+    return photo, first_answer(fake, photo, "sendPhoto", timeout=120)
+
+
+def text_after(fake: FakeTelegram, chat_id: int, before: int, starts: str, method: str = "sendMessage") -> Call:
+    """The first message (or edit, with ``method``) to ``chat_id`` after its first ``before`` that starts with ``starts``."""
+    return fake.wait_for(lambda: [c for c in fake.calls_to(method, chat_id)[before:]
+                                  if str(c.params.get("text", "")).startswith(starts)], 60, starts)[0]

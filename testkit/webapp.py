@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import time
 import urllib.error
@@ -16,6 +17,19 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
+
+from PIL import Image
+
+from testkit.bot_harness import private_chat
+from testkit.bot_in_process import InProcessBot
+from testkit.fake_telegram import TOKEN, Call, FakeTelegram
+from testkit.pictures import synthetic_photo
+from testkit.replies import first_answer
+from testkit.wait import wait_for
+
+# The Mini App's address and the daily quota of the bot the Mini App's tests serve (tests/conftest.py, ``app``).
+URL = "https://anime.example/app"
+QUOTA = 8
 
 
 def init_data(user_id: int, token: str, auth_date: float | None = None, lang: str = "en",
@@ -58,3 +72,42 @@ def call(base: str, path: str, auth: str | None = None, body: Any = None, raw: b
             return Answer(response.status, response.read(), dict(response.headers))
     except urllib.error.HTTPError as exc:
         return Answer(exc.code, exc.read(), dict(exc.headers))
+
+
+class App:
+    """The bot's HTTP server, as the page calls it."""
+
+    def __init__(self, bot: InProcessBot, fake: FakeTelegram, port: int) -> None:
+        self.bot, self.fake, self.base = bot, fake, f"http://127.0.0.1:{port}"
+
+    def get(self, path: str, uid: int | None = None, auth: str | None = None) -> Answer:
+        return call(self.base, path, auth if auth is not None else init_data(uid, TOKEN) if uid else None)
+
+    def post(self, path: str, uid: int, body: Any = None, raw: bytes | None = None) -> Answer:
+        return call(self.base, path, init_data(uid, TOKEN), body=body if body is not None else {}, raw=raw)
+
+    def results(self, uid: int) -> list[dict[str, Any]]:
+        answer = self.get("/app/api/results", uid)
+        assert answer.status == 200, answer
+        return list(answer.json()["results"])
+
+    def finished(self, job: str, uid: int) -> dict[str, Any]:
+        """Poll the job as the page does, until it is done or failed."""
+        def ended() -> dict[str, Any] | None:
+            state: dict[str, Any] = self.get(f"/app/api/jobs/{job}", uid).json()
+            return state if state["state"] in ("done", "failed") else None
+        return wait_for(ended, 120, f"the end of job {job}")
+
+    def picture(self, url: str) -> Image.Image:
+        answer = call(self.base, url)
+        assert answer.status == 200 and answer.headers["Content-Type"] == "image/jpeg", answer.status
+        return Image.open(io.BytesIO(answer.body)).convert("RGB")
+
+
+def drawn_photo(app: App, uid: int, seed: int, chat: dict[str, Any] | None = None) -> tuple[bytes, Call]:
+    """A user sends a photo (in their private chat, or in ``chat``) and gets it back drawn."""
+    user = private_chat(uid)[1]
+    data = synthetic_photo(384, 288, seed=seed)
+    message = app.fake.photo_message(chat or private_chat(uid)[0], user, data,
+                                     caption="/anime" if chat is not None else None)
+    return data, first_answer(app.fake, message, "sendPhoto", timeout=120)

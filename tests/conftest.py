@@ -1,6 +1,7 @@
-"""Shared fixtures: the real models and photos from ../shared, a tiny random generator for the
-logic that must be tested even without them, and synthetic photos where which photo it is does
-not matter.
+"""What every room of tests/ shares: the real models and photos from ../shared, a tiny random
+generator for the logic that must be tested even without them, Redis; and the marks and order of
+every test. A fixture only one room uses is in that room's conftest.py (tests/webapp/); what tests
+and benches share that is not a fixture is in testkit/.
 
 A clone on its own (no ../shared beside it) must pass: everything that reads ../shared does so
 in a fixture that skips with the reason, never at import. Tests are marked ``real_model`` and
@@ -9,7 +10,6 @@ in a fixture that skips with the reason, never at import. Tests are marked ``rea
 """
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,99 +22,74 @@ from pathlib import Path
 os.environ.setdefault("ANIMEBOT_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageDraw, ImageFilter
 
 from bot.chat import repeats
 from inference.backends import TorchStylizer
-from inference.generator import Generator, GeneratorWidths
+from inference.generator import Generator
 from testkit.bot_harness import start_bot
 from testkit.bot_in_process import bot_in_process, serving
+from testkit.models import CUTE_FILE, DET_FILE, HAYAO_FILE, MODELS, SELFIE_FILE, STYLE_NAMES, TINY_WIDTHS
+from testkit.pictures import PHOTOS, photo_paths
 from testkit.redis_server import RedisServer, have_redis_server
 from weights.store import ModelStore
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-MODELS = SHARED / "models"
-PHOTOS = SHARED / "photos"
-HAYAO_FILE = MODELS / "animeganv2_hayao_256x256_integer_quant.tflite"
-CUTE_FILE = MODELS / "AnimeGANv3_tiny_Cute.onnx"
-DET_FILE = MODELS / "det_500m.onnx"
-SELFIE_FILE = MODELS / "selfie_segmentation.tflite"
-# A style about a ninth of Hayao's cost a frame, for the bots of tests about the path a photo
-# takes rather than its drawing; Hayao where the cute model is absent.
-QUICK_STYLE = "cute" if CUTE_FILE.is_file() else "hayao"
-# The styles a data dir has once every file in ../shared/models is imported.
-STYLE_NAMES = ("hayao", "cute", "hayao_v3", "shinkai", "jp_face", "sketch", "cartoon")
-
-TINY_WIDTHS = GeneratorWidths(
-    a=(4, 8, 8), b=(8, 8), c_in=8, res=8, hidden=(8, 8, 8, 8), c_out=8, d=(8, 8), e=(8, 8, 4)
-)
-
-# Fixtures that read ../shared. ``detector`` and ``face_store`` are tests/test_faces.py's, which
-# load the real face detector; they are named here so those tests are marked like the rest.
-SHARED_FIXTURES = frozenset({"hayao_file", "real_store", "photos", "shared_photo", "detector", "face_store",
-                             "styles_store", "selfie_file"})
+# This file's fixtures that read ../shared (each skips with the reason where it is absent). A test that
+# uses one, directly or through another fixture, needs ../shared.
+SHARED_FIXTURES = frozenset({"hayao_file", "det_file", "selfie_file", "photos", "shared_photo", "real_store",
+                             "styles_store"})
 # A test that can start the bot (a process, or in this one): its module imports a starter, and it has a model to give
 # the bot (no bot starts without a style). Each start costs seconds.
 BOT_STARTERS = (start_bot, serving, bot_in_process)
 MODEL_FIXTURES = SHARED_FIXTURES | {"tiny_store"}
-# Modules whose every test runs for long though it needs neither: each starts processes, runs a
-# codec or compiles a model for about a second (pytest --durations=0 -m "not slow" finds them).
-LONG_MODULES = frozenset({
-    "test_clips.py",  # encodes and decodes real video and sound with PyAV
-    "test_pipeline.py",  # traces and exports generators to TorchScript and ONNX
-    "test_pool.py",  # starts and kills worker processes
-    "test_celery_pool.py",  # runs Redis and Celery worker processes
-    "test_openvino.py",  # compiles OpenVINO models
-    "test_prune.py",  # distils a lite generator
-    "test_quantize.py",  # quantizes and compiles a generator
-    "test_webapp_page.py",  # Chromium on a bot that test_webapp.py's fixture starts
-})
-# Single tests like them elsewhere, as file::name.
-LONG_TESTS = frozenset({
-    "test_bench.py::test_speed_bench_prints_its_table_on_a_tiny_generator",  # four backends, in a subprocess
-    "test_bot_units.py::test_run_without_a_token_exits_with_one_line",  # a bot process, though it stops at once
-    "test_speed.py::test_batched_faces_give_the_pixels_drawn_one_at_a_time",
-    "test_faces.py::test_keep_colours_holds_the_photos_mean_chroma",
-    "test_faces.py::test_strength_zero_is_the_photo_and_full_is_the_style",
-    "test_imageio.py::test_a_phone_sized_jpeg_is_decoded_at_a_reduced_scale_for_a_small_result",
-})
-
-
-# The modules that take longest with ../shared, longest first, as measured with -n 4 (wall s):
-# scale_out 142, bot_gallery 113, bot_clips 98, bench 58, then 40-52 each. They are collected
-# before the rest, and pyproject's --no-loadscope-reorder makes the test processes take modules in
-# that order (xdist would otherwise go by the number of tests in a module), so that no long module
-# is started last while the other processes have run out of work.
-LONGEST_FIRST = ("test_scale_out.py", "test_bot_gallery.py", "test_bot_clips.py", "test_bench.py",
-                 "test_styles.py", "test_bot_stops.py", "test_bot_e2e.py", "test_cli.py", "test_clips.py",
-                 "test_faces.py", "test_bot_durable.py", "test_pipeline.py", "test_quantize.py")
+# What a test costs, dearest first, as its marks and fixtures show it (see :func:`kind`).
+KINDS = ("a bot on the real models", "the real models", "slow", "quick")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by what it uses, so that a new test is marked without anyone remembering:
+    """Mark each test by what it uses, so that a new test is marked without anyone remembering, and
+    without a list of modules to keep:
 
     - ``real_model``: it needs ../shared (and is skipped where that is absent);
-    - ``slow``: it needs ../shared (a real model loads and draws real photos for seconds), starts
-      the bot process, or is in LONG_MODULES or LONG_TESTS. ``pytest -m "not slow"`` runs the rest.
+    - ``slow``: it needs ../shared (a real model loads and draws real photos for seconds), or starts
+      the bot. A module or test that is long for a reason no fixture shows (a codec, a compiler,
+      processes of its own) says so itself, with ``pytest.mark.slow`` and the reason beside it.
+      ``pytest -m "not slow"`` runs the rest.
 
-    Then put LONGEST_FIRST's modules first; the order within a module stays.
+    Then order the modules by their dearest kind of test (:data:`KINDS`), keeping the collection's
+    order (folder by folder) within a kind and within a module. pyproject's --no-loadscope-reorder
+    makes the test processes take modules in that order (xdist would otherwise go by the number of
+    tests in a module), so that the long modules are all under way before the quick ones, and none
+    is started last while the other processes have run out of work.
     """
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # a stable sort
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))  # every fixture the test needs, directly or not
-        module = getattr(item, "module", None)
-        imported = vars(module).values() if module is not None else ()
-        starts_bot = bool(uses & MODEL_FIXTURES) and any(v is s for v in imported for s in BOT_STARTERS)
         if uses & SHARED_FIXTURES:
             item.add_marker(pytest.mark.real_model)
-        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
-        if uses & SHARED_FIXTURES or starts_bot or name in LONG_TESTS or item.path.name in LONG_MODULES:
+        if uses & SHARED_FIXTURES or starts_bot(item, uses):
             item.add_marker(pytest.mark.slow)
+    dearest: dict[Path, int] = {}
+    for item in items:
+        dearest[item.path] = min(dearest.get(item.path, len(KINDS)), kind(item))
+    items.sort(key=lambda item: dearest[item.path])  # a stable sort
+
+
+def starts_bot(item: pytest.Item, uses: set[str]) -> bool:
+    """Whether ``item`` (using the fixtures ``uses``) can start the bot: see :data:`BOT_STARTERS`."""
+    module = getattr(item, "module", None)
+    imported = vars(module).values() if module is not None else ()
+    return bool(uses & MODEL_FIXTURES) and any(v is s for v in imported for s in BOT_STARTERS)
+
+
+def kind(item: pytest.Item) -> int:
+    """The index in :data:`KINDS` of what ``item`` costs."""
+    real = item.get_closest_marker("real_model") is not None
+    if real and starts_bot(item, set(getattr(item, "fixturenames", ()))):
+        return 0
+    if real:
+        return 1
+    return 2 if item.get_closest_marker("slow") is not None else 3
 
 
 @pytest.fixture(autouse=True)
@@ -123,10 +98,6 @@ def presses_on_purpose(monkeypatch: pytest.MonkeyPatch) -> None:
     seconds: the bots served in this process answer every press that is not still being answered. The
     double-tap window (bot/chat/repeats.py) is tested on its own, and sets it back."""
     monkeypatch.setattr(repeats, "REPEAT_S", 0.0)
-
-
-def photo_paths() -> list[Path]:
-    return sorted(PHOTOS.glob("*.jpg")) if PHOTOS.is_dir() else []
 
 
 def _need(path: Path) -> Path:
@@ -146,6 +117,11 @@ def selfie_file() -> Path:
 
 
 @pytest.fixture(scope="session")
+def det_file() -> Path:
+    return _need(DET_FILE)
+
+
+@pytest.fixture(scope="session")
 def photos() -> list[Path]:
     found = photo_paths()
     if not found:
@@ -160,34 +136,6 @@ def shared_photo(photos: list[Path]) -> Callable[[str], bytes]:
         return (PHOTOS / name).read_bytes()  # a missing name among present photos is a bug: no skip
 
     return read
-
-
-def synthetic_image(width: int = 512, height: int = 512, seed: int = 0) -> Image.Image:
-    """An RGB image with what a photo has and a flat fill lacks: smooth colour gradients, hard
-    edges and fine texture. Made here, so tests where any photo will do run without ../shared."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-    phase = rng.uniform(0, 2 * np.pi, 3)
-    freq = rng.uniform(1.0, 3.0, 3)
-    base = np.stack([127 + 100 * np.sin(freq[c] * (x / width + y / height) * np.pi + phase[c]) for c in range(3)], 2)
-    img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
-    draw = ImageDraw.Draw(img)
-    for _ in range(6):
-        x0, y0 = int(rng.integers(0, width * 3 // 4)), int(rng.integers(0, height * 3 // 4))
-        box = (x0, y0, x0 + int(rng.integers(width // 8, width // 3)), y0 + int(rng.integers(height // 8, height // 3)))
-        colour = tuple(int(v) for v in rng.integers(0, 256, 3))
-        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=colour)
-    img = img.filter(ImageFilter.GaussianBlur(1.2))
-    noise = rng.normal(0, 6, (height, width, 3))
-    return Image.fromarray(np.clip(np.asarray(img, np.float32) + noise, 0, 255).astype(np.uint8))
-
-
-def synthetic_photo(width: int = 512, height: int = 512, seed: int = 0) -> bytes:
-    """:func:`synthetic_image` as the JPEG a phone would send; each seed is a different photo
-    (a different cache entry for the bot)."""
-    buf = io.BytesIO()
-    synthetic_image(width, height, seed).save(buf, "JPEG", quality=90)
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="session")
@@ -239,22 +187,19 @@ def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> ModelStore:
     return ModelStore(store.home)  # as a fresh process finds it
 
 
-def redis_or_skip() -> None:
+@pytest.fixture(scope="session")
+def redis_installed() -> None:
+    """For a test that runs redis-server itself: skipped, with the way to install it, where it is absent."""
     if not have_redis_server():
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
 
 
 @pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+def redis_server(redis_installed: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A running, password-protected redis-server for the test module, stopped after it."""
-    redis_or_skip()
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     try:
         yield server
     finally:
         server.kill()
 
-
-def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
-    mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(peak**2 / mse)

@@ -1,0 +1,61 @@
+"""The pictures tests send and compare: the real photos in ../shared/photos, photos made here where
+which photo it is does not matter, and how near two pictures are."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
+
+from testkit.models import SHARED
+
+PHOTOS = SHARED / "photos"
+
+
+def photo_paths() -> list[Path]:
+    return sorted(PHOTOS.glob("*.jpg")) if PHOTOS.is_dir() else []
+
+
+def synthetic_image(width: int = 512, height: int = 512, seed: int = 0) -> Image.Image:
+    """An RGB image with what a photo has and a flat fill lacks: smooth colour gradients, hard
+    edges and fine texture. Made here, so tests where any photo will do run without ../shared."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    phase = rng.uniform(0, 2 * np.pi, 3)
+    freq = rng.uniform(1.0, 3.0, 3)
+    base = np.stack([127 + 100 * np.sin(freq[c] * (x / width + y / height) * np.pi + phase[c]) for c in range(3)], 2)
+    img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(img)
+    for _ in range(6):
+        x0, y0 = int(rng.integers(0, width * 3 // 4)), int(rng.integers(0, height * 3 // 4))
+        box = (x0, y0, x0 + int(rng.integers(width // 8, width // 3)), y0 + int(rng.integers(height // 8, height // 3)))
+        colour = tuple(int(v) for v in rng.integers(0, 256, 3))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=colour)
+    img = img.filter(ImageFilter.GaussianBlur(1.2))
+    noise = rng.normal(0, 6, (height, width, 3))
+    return Image.fromarray(np.clip(np.asarray(img, np.float32) + noise, 0, 255).astype(np.uint8))
+
+
+def synthetic_photo(width: int = 512, height: int = 512, seed: int = 0) -> bytes:
+    """:func:`synthetic_image` as the JPEG a phone would send; each seed is a different photo
+    (a different cache entry for the bot)."""
+    buf = io.BytesIO()
+    synthetic_image(width, height, seed).save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def jpeg(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
+    """A distinct JPEG per seed: a colour gradient with noise."""
+    rng = np.random.default_rng(seed)
+    w, h = size
+    ramp = np.linspace(0, 255, w, dtype=np.float32)[None, :, None] * rng.uniform(0.3, 1.0, 3)
+    pixels = np.clip(ramp + rng.normal(0, 25, (h, w, 3)), 0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
+    mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10 * np.log10(peak**2 / mse)

@@ -1,0 +1,126 @@
+"""The packages' imports, read from the source: floors run one way, and no module imports itself round.
+
+Every import counts wherever it is written: at module level, inside a function, or under
+``TYPE_CHECKING``. A late or type-only import still ties two modules together; it only hides the
+tie from the interpreter. The floors are those of docs/architecture.md ("Floors").
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+from testkit.bot_harness import REPO
+# Which of our packages each may import, beside itself (docs/architecture.md, "Floors").
+FLOORS = {
+    "storage": set(),
+    "weights": {"storage"},
+    "inference": {"storage", "weights"},
+    "bot": {"storage", "weights", "inference"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of our packages by dotted name (a package by its own name, for its ``__init__``)."""
+    found = {}
+    for package in FLOORS:
+        for path in (REPO / package).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """The modules of ours that ``name`` imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package ``level - 1`` steps above this module's own
+                above = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(above + ([node.module] if node.module else []))
+            # ``from a import b`` imports the module a.b where there is one, else a name from a
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:  # a.b.X, a name from the module a.b
+                target = target.rpartition(".")[0]
+            if target:
+                yield target
+
+
+@functools.cache
+def _graph() -> dict[str, frozenset[str]]:
+    """Each module of ours, and the modules of ours it imports."""
+    modules = _modules()
+    return {name: frozenset(_imported(name, path, modules)) - {name} for name, path in modules.items()}
+
+
+def _with_packages(graph: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """The graph with the packages each import runs first: importing ``a.b.c`` runs ``a`` and ``a.b``."""
+    def above(target: str) -> set[str]:
+        parts = target.split(".")
+        return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return {name: frozenset(set().union(*map(above, targets)) - {name}) for name, targets in graph.items()}
+
+
+def _cycles(graph: dict[str, frozenset[str]]) -> list[list[str]]:
+    """One shortest cycle through each group of modules that import one another round (Tarjan's
+    strongly connected components, then a breadth-first walk back to where it started)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while not group or v not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for group in groups:
+        start = min(group)
+        paths = {start: [start]}
+        frontier = [start]
+        while not (closing := [v for v in frontier if start in graph[v]]):
+            step = []
+            for v in frontier:
+                for w in sorted(graph[v] & group):
+                    if w not in paths:
+                        paths[w] = paths[v] + [w]
+                        step.append(w)
+            frontier = step
+        cycles.append(paths[closing[0]] + [start])
+    return cycles
+
+
+def test_floors_run_one_way() -> None:
+    graph = _graph()
+    assert len(graph) > 100, "the packages' modules were not found"
+    climbs = [f"{name} imports {target}" for name, targets in sorted(graph.items()) for target in sorted(targets)
+              if (target.split(".")[0] != name.split(".")[0]
+                  and target.split(".")[0] not in FLOORS[name.split(".")[0]])]
+    assert not climbs, "imports that climb a floor (docs/architecture.md, 'Floors'):\n" + "\n".join(climbs)
+
+
+def test_no_module_imports_itself_round() -> None:
+    cycles = _cycles(_with_packages(_graph()))
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)

@@ -1,0 +1,189 @@
+"""The Mini App's page in a real browser: headless Chromium (Debian's), driven by Playwright, on a real bot.
+
+The bot (the tiny generator, a real worker) polls the fake Bot API and serves /app on its metrics port.
+A user has a photo drawn in the chat; the page is opened as Telegram opens it, with a signed initData
+and a theme in the address's fragment, on a 360 px wide phone, with telegram.org unreachable (the
+page must work without Telegram's script). The divider is dragged, the strength moved (the picture
+changes at once, and is what the bot then draws), and Keep has it drawn through the queue.
+Screenshots go to the test's folder (``pytest --basetemp``) to be looked at.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+from inference.colour import blend
+from testkit.bot_harness import REPO
+from testkit.browser import chromium
+from testkit.fake_telegram import TOKEN
+from testkit.wait import wait_for
+from testkit.webapp import App, call, drawn_photo, init_data
+
+pytestmark = pytest.mark.slow  # every test here drives Chromium, on a bot of its own
+
+DARK = {"bg_color": "#17212b", "text_color": "#f5f5f5", "hint_color": "#708499", "button_color": "#5288c1",
+        "button_text_color": "#ffffff", "secondary_bg_color": "#232e3c", "link_color": "#6ab3f3"}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+def phone(browser: Any, bot: App, uid: int | None, theme: dict[str, str], lang: str = "en", query: str = "") -> Any:
+    """A 360 px wide page opened as Telegram opens a Mini App (or, with no ``uid``, as a browser would)."""
+    page = browser.new_page(viewport={"width": 360, "height": 740}, device_scale_factor=2)
+    page.route("https://telegram.org/**", lambda route: route.abort())  # no internet here, nor on some hosts
+    fragment = f"#tgWebAppData={quote(init_data(uid, TOKEN, lang=lang), safe='')}" if uid else "#"
+    fragment += f"&tgWebAppVersion=8.0&tgWebAppThemeParams={quote(json.dumps(theme), safe='')}"
+    page.goto(f"{bot.base}/app{query}{fragment}")
+    return page
+
+
+def canvas_pixels(page: Any) -> np.ndarray:
+    raw = page.evaluate("""() => { const c = document.getElementById('after');
+        return Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data); }""")
+    width, height = page.evaluate("() => [document.getElementById('after').width, document.getElementById('after').height]")
+    return np.asarray(raw, np.uint8).reshape(height, width, 4)[:, :, :3]
+
+
+def test_the_page_compares_previews_a_strength_and_keeps_it(app: App, browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    uid = 6901
+    drawn_photo(app, uid, seed=69)
+    (result,) = app.results(uid)
+    page = phone(browser, app, uid, DARK)
+    try:
+        tile = page.locator(f'.result[data-id="{result["id"]}"]')
+        expect(tile).to_be_visible(timeout=30_000)
+        page.screenshot(path=str(tmp_path / "list.png"))
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 360  # no sideways scrolling
+        assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(23, 33, 43)"
+        tile.click()
+        expect(page.locator("#strength")).to_have_value("100")
+        page.wait_for_function("() => document.getElementById('before').complete && "
+                               "document.getElementById('before').naturalWidth > 0")
+        drawing = canvas_pixels(page)
+
+        box = page.locator("#compare").bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.8, box["y"] + box["height"] / 2, steps=5)
+        page.mouse.up()
+        split = float(page.locator("#divider").get_attribute("aria-valuenow"))
+        assert 75 <= split <= 85, split
+
+        page.locator("#strength").fill("40")  # as a thumb drags it: input events, the picture follows
+        expect(page.locator("#strength-value")).to_have_text("40%")
+        page.wait_for_timeout(200)
+        preview = canvas_pixels(page)
+        photo = np.asarray(app.picture(result["photo"]))
+        assert np.abs(preview.astype(float) - blend(photo, drawing, 0.4)).mean() < 1.5, \
+            "the page's preview is the server's blend"
+        assert np.abs(preview.astype(float) - drawing).mean() > 5
+        page.screenshot(path=str(tmp_path / "viewer-40.png"))
+
+        expect(page.locator("#keep")).to_have_text("Keep 40%")
+        refused = []  # the bot's proxy answers 502 twice while the drawing is followed (a restart, say)
+
+        def restarting(route: Any) -> None:
+            if len(refused) < 2:
+                refused.append(route.request.url)
+                route.fulfill(status=502, body="Bad Gateway")
+            else:
+                route.continue_()
+        page.route("**/app/api/jobs/**", restarting)
+        page.locator("#keep").click()
+        expect(page.locator("#strength")).to_have_value("40", timeout=60_000)
+        page.wait_for_function("() => !document.getElementById('keep').disabled")
+        kept = app.results(uid)[0]
+        assert kept["strength"] == 40 and kept["id"] != result["id"]
+        drawn = np.asarray(app.picture(kept["image"]), float)
+        assert np.abs(drawn - preview).mean() < 4, "what was kept is what the page showed"
+        assert len(refused) == 2  # and the page asked again, and got there
+        expect(page.locator("#status")).to_have_text("Kept: drawn at 40%.")
+        expect(page.locator("#send")).to_be_visible()  # nothing changed since: the main action sends it
+        page.screenshot(path=str(tmp_path / "kept.png"))
+
+        page.locator("#open-styles").click()
+        expect(page.locator('.style-tile[data-style="tiny"] img')).to_be_visible(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "styles.png"))
+
+        page.locator("#back").click()  # to the viewer; Keep at 70%, then straight back to the list
+        page.locator("#strength").fill("70")
+        before = len(app.results(uid))
+        page.locator("#keep").click()
+        page.locator("#back").click()
+        expect(page.locator("#list")).to_be_visible()
+        app_results = wait_for(lambda: len(app.results(uid)) > before and app.results(uid), 60, "the 70% drawing")
+        assert app_results[0]["strength"] == 70
+        page.wait_for_timeout(1500)  # the page has heard the job end by now
+        expect(page.locator("#list")).to_be_visible()  # and did not pull the user back into a viewer
+        expect(page.locator("#viewer")).to_be_hidden()
+        expect(page.locator(f'.result[data-id="{app_results[0]["id"]}"]')).to_be_visible(timeout=10_000)
+    finally:
+        page.close()
+
+
+def test_the_page_speaks_chinese_in_a_light_theme_and_one_sentence_unsigned(app: App, browser: Any,
+                                                                            tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    uid = 6902
+    drawn_photo(app, uid, seed=70)
+    (result,) = app.results(uid)
+    light = {"bg_color": "#ffffff", "text_color": "#000000", "button_color": "#3390ec", "button_text_color": "#ffffff",
+             "secondary_bg_color": "#f4f4f5", "hint_color": "#707579"}
+    page = phone(browser, app, uid, light, lang="zh", query=f"?r={result['id']}")
+    try:
+        expect(page.locator("#viewer")).to_be_visible(timeout=30_000)  # the result's own button opens it
+        expect(page.locator("#send")).to_have_text("发送到聊天")
+        assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
+        page.screenshot(path=str(tmp_path / "zh-light.png"))
+    finally:
+        page.close()
+
+    unsigned = phone(browser, app, None, light)
+    try:
+        expect(unsigned.locator("#error")).to_have_text("Open this page from the bot's chat in Telegram.")
+        expect(unsigned.locator(".result")).to_have_count(0)
+    finally:
+        unsigned.close()
+    assert call(app.base, "/app").status == 200
+
+
+def test_the_preview_matches_the_server_for_colours_and_strength(browser: Any) -> None:
+    """The page's maths on its own, against inference/colour.py: random colours, every case of the blend."""
+    from inference.colour import keep_colours
+
+    page = browser.new_page()
+    try:
+        page.route("**/*", lambda route: route.fulfill(body="<html></html>", content_type="text/html"))
+        page.goto("http://page.invalid/")
+        page.add_script_tag(path=str(REPO / "bot/webapp/page/app.js"))
+        rng = np.random.default_rng(7)
+        photo, drawing = (rng.integers(0, 256, (16, 16, 3), dtype=np.uint8) for _ in range(2))
+        photo[0] = np.arange(0, 256, 16)[:, None]  # greys, whose hue is the drawing's
+        drawing[1] = np.arange(8, 256, 16)[:, None]
+        for t, colours in ((0.0, False), (0.35, False), (0.8, True), (1.0, True), (1.0, False)):
+            got = page.evaluate("""([photo, drawing, t, colours]) => {
+                const rgba = (a) => { const o = new Uint8ClampedArray(a.length / 3 * 4);
+                    for (let i = 0; i < a.length / 3; i++) { o.set(a.slice(3 * i, 3 * i + 3), 4 * i); } return o; };
+                const out = new Uint8ClampedArray(photo.length / 3 * 4);
+                const [p, d] = [oklab(rgba(photo)), oklab(rgba(drawing))];
+                mix(p, colours ? keptColours(p, d) : d, t, out);
+                return Array.from(out); }""", [photo.ravel().tolist(), drawing.ravel().tolist(), t, colours])
+            mine = np.asarray(got, np.uint8).reshape(16, 16, 4)[:, :, :3].astype(float)
+            target = keep_colours(photo, drawing) if colours else drawing
+            expected = blend(photo, target, t).astype(float)
+            assert np.abs(mine - expected).max() <= 1, (t, colours)
+    finally:
+        page.close()
