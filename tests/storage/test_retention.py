@@ -14,9 +14,10 @@ from pathlib import Path
 
 from inference import scratch
 from storage.cache import Cache, result_key
+from storage.database import Database
+from storage.erasure import Erased, Erasure, Erasures
 from storage.journal import Journal
 from storage.retention import STRAY_FILE_S, Swept, sweep
-from storage.database import Database
 
 DAY = 86400.0
 KEEP_DAYS = 30
@@ -120,10 +121,23 @@ def test_a_killed_drawing_process_leaves_no_clip_behind(tmp_path: Path) -> None:
         mine.cleanup()
 
 
+async def forget_after_upgrade(db_path: Path, results: Path, user_id: int) -> Erased:
+    """Open an older release's file (the upgrade), then carry out ``user_id``'s /forget there."""
+    db = await Database.open(db_path)
+    try:
+        erasures = Erasures(db, results)
+        erasure = Erasure(9, user_id, user_id, "en")
+        await erasures.begin(erasure)
+        erased = await erasures.erase(erasure, "key", 0, 0)
+        await erasures.finish(erasure)
+        return erased
+    finally:
+        await db.close()
+
+
 def test_what_an_older_release_kept_is_linked_to_its_users_and_erased_with_them(tmp_path: Path) -> None:
     """A file from before /forget existed: the photos a user's requests, last photo and private buttons
     name become theirs at the upgrade, so their erasure deletes them (and leaves another user's)."""
-    from storage.erasure import Erasure, Erasures
     from storage.schema import STEPS
 
     db_path, results = tmp_path / "bot.db", tmp_path / "results"
@@ -143,17 +157,8 @@ def test_what_an_older_release_kept_is_linked_to_its_users_and_erased_with_them(
                    " ('8', 72, 72, 1, 'not json', 'done', 0)")
         db.execute("INSERT INTO users (user_id, last_photo) VALUES (72, ?)", (theirs,))
 
-    async def forget_71() -> None:
-        cache_db = await Database.open(db_path)  # the upgrade
-        erasures = Erasures(cache_db, results)
-        erasure = Erasure(9, 71, 71, "en")
-        await erasures.begin(erasure)
-        erased = await erasures.erase(erasure, "key", 0, 0)
-        assert (erased.results, erased.photos, erased.requests) == (1, 1, 1)
-        await erasures.finish(erasure)
-        await cache_db.close()
-
-    asyncio.run(forget_71())
+    erased = asyncio.run(forget_after_upgrade(db_path, results, 71))
+    assert (erased.results, erased.photos, erased.requests) == (1, 1, 1)
     assert rows(db_path, "SELECT content_sha256 FROM uploads") == [(theirs,)]
     assert not (results / "1.jpg").exists() and (results / "2.jpg").exists()
     assert rows(db_path, "SELECT user_id, content_sha256 FROM holdings") == [(72, theirs)]
@@ -163,7 +168,6 @@ def test_an_older_releases_file_ids_are_linked_to_whoever_sent_them_and_only_the
     """Before step 8 a file id named no sender: two users who sent the same bytes as files of their own
     had one row each, with nothing to tell whose. At the upgrade each is linked to the user whose request
     named it, so the first user's /forget deletes their file id and keeps the second's."""
-    from storage.erasure import Erasure, Erasures
     from storage.schema import STEPS
 
     db_path, results = tmp_path / "bot.db", tmp_path / "results"
@@ -178,16 +182,6 @@ def test_an_older_releases_file_ids_are_linked_to_whoever_sent_them_and_only_the
             db.execute("INSERT INTO holdings VALUES (?, ?, '', 0)", (user, sha))
         db.execute("INSERT INTO uploads VALUES ('U3', ?, 'FILE3', 0)", (sha,))  # no request names it
 
-    async def forget_81() -> None:
-        cache_db = await Database.open(db_path)  # the upgrade
-        erasures = Erasures(cache_db, results)
-        erasure = Erasure(9, 81, 81, "en")
-        await erasures.begin(erasure)
-        erased = await erasures.erase(erasure, "key", 0, 0)
-        assert erased.photos == 1
-        await erasures.finish(erasure)
-        await cache_db.close()
-
-    asyncio.run(forget_81())
+    assert asyncio.run(forget_after_upgrade(db_path, results, 81)).photos == 1
     # The unknown sender's file id might have been the forgotten user's: it went with theirs.
     assert rows(db_path, "SELECT file_unique_id, user_id, file_id FROM uploads") == [("U2", 82, "FILE2")]
