@@ -35,10 +35,12 @@ class RunningWorker(RunningProcess):
         assert found, f"no start line in the worker's log:\n{self.log()}"
         return found.group(1)
 
-    def wait_for_log(self, text: str, timeout: float = 120) -> None:
-        """Until ``text`` is in the log; an error with the log if the worker exits or the time is up."""
+    def wait_for_log(self, text: str | re.Pattern[str], timeout: float = 120) -> None:
+        """Until ``text`` is in the log (or the pattern matches it); an error with the log if the worker exits
+        or the time is up."""
         def seen() -> bool:
-            if text in self.log():
+            log = self.log()
+            if text.search(log) if isinstance(text, re.Pattern) else text in log:
                 return True
             if self.process.poll() is not None:
                 raise AssertionError(f"no {text!r} in the worker's log (exit {self.process.poll()}):\n{self.log()}")

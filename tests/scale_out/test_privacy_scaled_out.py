@@ -7,13 +7,14 @@ order waits there): it is stopped, and neither the order nor a result of it stay
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
 
 from testkit.bot_harness import private_chat, start_bot
 from testkit.fake_telegram import FakeTelegram
-from testkit.journal import settled
+from testkit.journal import job_of, settled
 from testkit.privacy import files_holding, redis_holding, rows_naming, traces_of, BOT_ENV, forget
 from testkit.redis_server import RedisServer
 from testkit.replies import buttons, drawn
@@ -42,11 +43,16 @@ def test_forget_reaches_what_redis_holds_and_leaves_the_shared_result(redis_serv
             fake.wait_for(lambda: settled(bot.home, fake), 60)
 
             with held(worker.process.pid):  # it takes no order: Alice's next photo waits in Redis
-                fake.photo_message(chat_a, alice, late)
+                late_message = fake.photo_message(chat_a, alice, late)
                 fake.wait_for(lambda: redis_holding(client, late), 60, "the photo's order in Redis")
+                late_job = job_of(bot.home, late_message)
                 said = forget(fake, chat_a, alice)
             assert "photos being drawn, stopped: 1" in said and "only your link to them is gone: 1" in said
-            # Let go, the worker skips the order; then Redis holds no photo of hers, and no drawing.
+            # Let go, the worker meets the order and lets it go (Celery discards it as revoked, or our task
+            # finds it answered): only then is its copy out of Redis for good. The moment between kombu
+            # taking it off the queue and writing it to `unacked` would look empty too.
+            met = re.compile(rf"(task |\[){late_job}:")
+            worker.wait_for_log(met, 120)
             fake.wait_for(lambda: not client.llen("animebot") and not client.hlen("unacked"), 120, "the order gone")
             assert redis_holding(client, late, own, shared, fake.sent_file(answer_a, "photo")) == []
             assert not [k for k in client.scan_iter("celery-task-meta-*")]

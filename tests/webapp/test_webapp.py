@@ -23,7 +23,7 @@ from PIL import Image
 from bot.webapp.auth import MAX_AGE_S, Unauthorized, check_init_data, from_header
 from bot.webapp.links import Links
 from inference.colour import blend
-from testkit.bot_harness import group_chat, private_chat, start_bot
+from testkit.bot_harness import REPO, group_chat, private_chat, start_bot
 from testkit.bot_in_process import bot_in_process
 from testkit.fake_telegram import BOT_USER, TOKEN, Call, FakeTelegram
 from testkit.journal import drawn_by, journal_rows
@@ -126,7 +126,7 @@ def test_the_page_says_what_the_catalogue_says_in_every_language(app: App) -> No
     wanted = {lang: {key.removeprefix("page_"): text for key, text in sentences(lang).items() if key.startswith("page_")}
               for lang in ("en", "zh")}
     assert json.loads(found.group(1)) == wanted
-    named = set(re.findall(r'\bT\("(\w+)"', (Path(__file__).parents[1] / "bot/webapp/page/app.js").read_text()))
+    named = set(re.findall(r'\bT\("(\w+)"', (REPO / "bot/webapp/page/app.js").read_text()))
     assert len(named) > 20 and named <= wanted["en"].keys()
 
 
