@@ -53,7 +53,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
         .base_file_url(cfg.base_file_url)
         .context_types(CONTEXT_TYPES)
         .updater(None)  # updates come from bot/updates/polling.py or bot/updates/webhook.py
-        .rate_limiter(AIORateLimiter(max_retries=3))  # short floods; bot/chat/retry.py waits out longer ones
+        .rate_limiter(AIORateLimiter(max_retries=3))  # short floods; bot/flow/retry.py waits out longer ones
         .build()
     )
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS

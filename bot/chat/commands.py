@@ -106,7 +106,7 @@ async def style_command(incoming: Incoming) -> None:
     if st.styles.sample is not None and st.styles.sample_sha256:
         await st.runner.run(Request(
             job_id=str(incoming.update_id), chat_id=message.chat_id, user_id=user.id, reply_to=message.message_id,
-            lang=lang, style=current, styles=tuple(st.styles.ordered), preview=True, settings=PREVIEW_SETTINGS,
+            lang=lang, style=current, styles=tuple(st.styles.ordered), kind="preview", settings=PREVIEW_SETTINGS,
             sources=(Source("", sha256=st.styles.sample_sha256, sample=True),),
         ))
         return

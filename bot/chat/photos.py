@@ -9,13 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from dataclasses import replace
-from typing import Any
 
 from telegram import Message, User
 
 from bot.chat.context import BotState, Incoming, chat_settings, user_lang, user_style
 from bot.words.catalogue import t
+from bot.flow.kinds.registry import KINDS
 from bot.flow.requests import Request, Source
 
 log = logging.getLogger("animebot.handlers")
@@ -25,9 +24,6 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".g
                   ".jfif")
 ANIME_COMMAND = re.compile(r"^/anime(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
 STICKER_COMMAND = re.compile(r"^/sticker(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
-# A sticker's drawing settings, over the chat's own: its person drawn 640 px large, then fitted into the
-# 512 px sticker with its outline (inference/sticker.py). The Sticker button and /sticker use these.
-STICKER: dict[str, Any] = {"cut": "sticker", "fmt": "webp", "faces": True, "max_side": 640, "avatar": False}
 
 
 def source_of(message: Message) -> Source | None:
@@ -107,7 +103,7 @@ async def sticker(incoming: Incoming) -> None:
         await message.reply_text(t(incoming.lang, "sticker_own_photo"), do_quote=True)
         return
     await request(incoming.st, str(incoming.update_id), message, incoming.user, incoming.lang, [src],
-                  target.message_id, style_arg, change=STICKER)
+                  target.message_id, style_arg, kind="sticker")
 
 
 async def private_media(incoming: Incoming) -> None:
@@ -176,10 +172,9 @@ async def convert(incoming: Incoming, sources: list[Source], reply_to: int, styl
 
 
 async def request(st: BotState, job_id: str, message: Message, user: User | None, lang: str, sources: list[Source],
-                  reply_to: int, style_arg: str | None, album: str | None = None,
-                  change: dict[str, Any] | None = None) -> None:
-    """Hand ``sources`` to the runner in the asked (or the user's) style; the results go under ``reply_to``,
-    and every word to the user is in ``lang``.
+                  reply_to: int, style_arg: str | None, album: str | None = None, kind: str = "photo") -> None:
+    """Hand ``sources`` to the runner as a ``kind`` of job (bot/flow/kinds/), in the asked (or the user's)
+    style, at the chat's settings; the results go under ``reply_to``, and every word to the user is in ``lang``.
 
     ``/anime WORD`` with an unknown WORD is answered (under ``message``) with
     the styles there are. A longer text after ``/anime`` is a caption's
@@ -194,5 +189,5 @@ async def request(st: BotState, job_id: str, message: Message, user: User | None
     settings = await chat_settings(st, message.chat_id)
     await st.runner.run(Request(
         job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
-        style=style, sources=tuple(sources), settings=replace(settings, **(change or {})), album=album,
+        style=style, sources=tuple(sources), settings=KINDS[kind].settings(settings), kind=kind, album=album,
     ))

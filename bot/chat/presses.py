@@ -6,27 +6,20 @@ a short note, or with an alert saying why it did nothing.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
-from typing import Any
-
 from telegram.error import TelegramError
 
 from bot.chat import keyboards
 from bot.chat.context import Pressed, answer_quietly, chat_settings, may_configure, user_style
 from bot.words.catalogue import LANGS, t
-from bot.chat.photos import STICKER
+from bot.flow.kinds.registry import KINDS, redrawn
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
-
-AVATAR_SIDE = 1024  # an avatar's side at most: Telegram shows profile photos up to this size
-CUTOUT_SIDE = 1024  # a cut-out is a file to use elsewhere: drawn at an avatar's detail
-PLAIN: dict[str, Any] = {"avatar": False, "cut": "", "fmt": "jpg"}  # what a button's own changes start from
 
 
 async def redraw_button(pressed: Pressed) -> None:
     """``r:STYLE:ID``: draw the result's photo again in another style, with the result's settings."""
     style_arg, result_id = pressed.groups(2)
-    await result_button(pressed, result_id, style_arg, as_document=False)
+    await result_button(pressed, result_id, style_arg, None)
 
 
 async def cancel_button(pressed: Pressed) -> None:
@@ -39,15 +32,14 @@ async def cancel_button(pressed: Pressed) -> None:
 async def full_size_button(pressed: Pressed) -> None:
     """``f:ID``: the result itself, as a file."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, as_document=True)
+    await result_button(pressed, result_id, None, "file")
 
 
 async def avatar_button(pressed: Pressed) -> None:
     """``v:ID``: the result's photo drawn again as an avatar: a square around the largest face, at full
     detail, as a photo and as the file (inference/avatar.py)."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, as_document=False,
-                        change=dict(avatar=True, faces=True, max_side=AVATAR_SIDE))
+    await result_button(pressed, result_id, None, "avatar")
 
 
 async def sticker_button(pressed: Pressed) -> None:
@@ -60,26 +52,25 @@ async def sticker_button(pressed: Pressed) -> None:
     if shown is not None and not await pressed.st.cache.holds(pressed.user.id, shown.content_sha256):
         await answer_quietly(pressed.query, t(pressed.lang, "sticker_not_yours"), alert=True)
         return
-    await result_button(pressed, result_id, None, as_document=False, change=STICKER)
+    await result_button(pressed, result_id, None, "sticker")
 
 
 async def cutout_button(pressed: Pressed) -> None:
     """``n:ID``: the result's person with no background, as a transparent PNG file."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, as_document=True,
-                        change=dict(cut="cutout", fmt="png", faces=True, max_side=CUTOUT_SIDE))
+    await result_button(pressed, result_id, None, "cutout")
 
 
 async def all_styles_button(pressed: Pressed) -> None:
     """``a:ID``: the result's photo in every other style, as an album (each style a photo of the quota)."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, as_document=False, all_styles=True)
+    await result_button(pressed, result_id, None, "styles")
 
 
-async def result_button(pressed: Pressed, result_id: str, style_arg: str | None, as_document: bool,
-                        all_styles: bool = False, change: dict[str, Any] | None = None) -> None:
-    """Act on the result a button sits under, as it was drawn (with ``change`` made to its settings: an
-    avatar, a sticker, a cut-out of it), and only in the chat it was shown in.
+async def result_button(pressed: Pressed, result_id: str, style_arg: str | None, kind: str | None) -> None:
+    """Act on the result a button sits under: draw it again as the ``kind`` of job (bot/flow/kinds/: a file,
+    an avatar, a sticker, a cut-out, all styles, at that kind's settings), or as it was drawn (None: a
+    redraw, in ``style_arg``), and only in the chat it was shown in.
 
     A second press while the first is being answered, or just after, is told so, and costs nothing
     (bot/chat/repeats.py).
@@ -94,20 +85,20 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
     try:
         shown = await st.buttons.find(result_id, message.chat.id) if message is not None else None
         style = st.styles.resolve(style_arg or shown.style) if shown is not None else None
-        others = tuple(keyboards.album_styles(st.styles, shown.style)) if shown is not None and all_styles else ()
-        if all_styles:
+        others = tuple(keyboards.album_styles(st.styles, shown.style)) if shown is not None and kind == "styles" else ()
+        if kind == "styles":
             style = others[0] if others else None
         file_id = await st.cache.file_id_of(shown.content_sha256) if shown is not None else None
         if message is None or shown is None or style is None or file_id is None:
             await answer_quietly(query, t(lang, "button_expired"), alert=True)
             return
         original = getattr(message, "reply_to_message", None)
+        kind = kind or redrawn(shown.settings)
         answered = await st.runner.run(Request(
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
             sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),),
-            settings=replace(shown.settings, **{**PLAIN, **change}) if change else shown.settings,
-            as_document=as_document, query_id=query.id, styles=others,
+            settings=KINDS[kind].settings(shown.settings), kind=kind, query_id=query.id, styles=others,
         ))
     finally:
         st.presses.release(press, answered)
@@ -158,7 +149,7 @@ async def preview_button(pressed: Pressed) -> None:
         answered = await st.runner.run(Request(
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang,
-            style=await user_style(st, pressed.user), styles=tuple(st.styles.ordered), preview=True,
+            style=await user_style(st, pressed.user), styles=tuple(st.styles.ordered), kind="preview",
             sources=(Source(last.file_id, sha256=last.content_sha256, spoiler=last.spoiler),),
             settings=PREVIEW_SETTINGS, query_id=query.id,
         ))

@@ -20,14 +20,16 @@ from dataclasses import dataclass
 from telegram import Bot, InlineKeyboardMarkup, InputMediaPhoto, Message
 from telegram.error import BadRequest, TelegramError
 
-from bot.flow.access import Refusal
-from bot.words.catalogue import t
 from bot.chat.keyboards import album_keyboard, clip_keyboard, result_keyboard, style_keyboard, style_menu_text
-from bot.flow.requests import Request, Source
-from bot.chat.retry import retrying
 from bot.chat.status import reply_to
 from bot.chat.stickers import Stickers
+from bot.flow.access import Refusal
+from bot.flow.answering import FILES, MENU, PICTURE_AND_FILE, SHEET, STICKER, STYLES, Answer
+from bot.flow.drawn import Drawn
+from bot.flow.requests import Request
+from bot.flow.retry import retrying
 from bot.styles import Styles
+from bot.words.catalogue import t
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons, ShownResult
 from storage.cache import Cache, CachedResult
@@ -40,24 +42,6 @@ NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most 
 # share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
 # town_1280x854's a twelfth (the scene around it washes out).
 SELFIE_NOTE_SHARE = 0.12
-
-
-@dataclass(frozen=True)
-class Drawn:
-    """One source's result in one style, and how it was got."""
-
-    source: Source
-    sha256: str
-    style: str
-    result: CachedResult
-    from_cache: bool
-    animated: bool = False  # only the first frame of an animated picture was drawn
-    units: int = 1  # photos of the quota it counts as (a clip: one per second)
-    notes: tuple[str, ...] = ()  # a clip's: "trimmed" (cut to the longest drawn), "silent" (its sound was lost)
-
-    @property
-    def kind(self) -> str:
-        return self.source.kind
 
 
 @dataclass
@@ -83,29 +67,43 @@ class Replies:
         self._notices: dict[tuple[int, str], _Notice] = {}
         self._notice_locks: dict[tuple[int, str], asyncio.Lock] = {}  # a burst's refusals come at once
 
-    async def results(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
-        """Send the results; returns each with the message that carried it (for :meth:`remember`)."""
-        if req.as_document:
+    async def answer(self, req: Request, answer: Answer) -> list[tuple[Drawn, Message]]:
+        """Send the answer in the form its shape takes in a chat, then its sentences; returns each
+        drawing sent with the message that carried it (for :meth:`remember`)."""
+        sent: list[tuple[Drawn, Message]] = []
+        if answer.shape == MENU:
+            await self.style_menu(req)  # the menu alone is no answer to a preview: the job failed
+        elif answer.shape == SHEET and answer.sheet is not None:
+            sent = [(answer.sheet, await self.sheet(req, answer.sheet.result, missing=answer.missing))]
+        elif answer.shape != SHEET and answer.done:
+            sent = await self._results(req, answer.shape, answer.done)
+        for sentence in answer.sentences:
+            await self.say(req, sentence)
+        return sent
+
+    async def _results(self, req: Request, shape: str, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+        if shape == FILES:
             return [(d, await self._document(req, d)) for d in done]
-        if len(done) == 1 and req.settings.cut == "sticker":
+        if len(done) == 1 and shape == STICKER:
             sent = await self.stickers.send(req, done[0].result)
             if self.styles.cutter is None and req.chat_id not in self._told_oval:
                 self._told_oval.add(req.chat_id)
                 await self.say(req, t(req.lang, "sticker_oval"))
             return [(done[0], sent)]
-        if len(done) == 1 and done[0].source.clip and req.settings.avatar:  # an animated profile photo, and its file
+        if len(done) == 1 and done[0].source.clip and shape == PICTURE_AND_FILE:  # e.g. an animated profile photo
             return [(done[0], await self._clip(req, done[0])), (done[0], await self._document(req, done[0]))]
         if len(done) == 1 and done[0].source.clip:
             return [(done[0], await self._clip(req, done[0]))]
-        if len(done) == 1 and req.settings.avatar:  # a profile photo: to look at, and the file to set
-            return [(done[0], await self._photo(req, done[0])), (done[0], await self._document(req, done[0]))]
+        if len(done) == 1 and shape == PICTURE_AND_FILE:  # e.g. a profile photo: to look at, and the file to set
+            return [(done[0], await self._photo(req, done[0], shape)), (done[0], await self._document(req, done[0]))]
         if len(done) == 1:
-            return [(done[0], await self._photo(req, done[0]))]
-        return await self._album(req, done)
+            return [(done[0], await self._photo(req, done[0], shape))]
+        return await self._album(req, done, shape)
 
-    async def remember(self, sent: Sequence[tuple[Drawn, Message]]) -> None:
+    async def remember(self, sent: Sequence[tuple[Drawn, object]]) -> None:
         """Keep what Telegram calls our uploads, so a repeat is sent by reference."""
         for d, msg in sent:
+            assert isinstance(msg, Message)
             res = d.result
             media = sent_as(msg)
             if media is not None and media[0] != res.media_file_id:
@@ -209,13 +207,13 @@ class Replies:
         notes = self._caption(req, [d])
         return self.styles.display(d.style, req.lang) + (f"\n{notes}" if notes else "")
 
-    async def _photo(self, req: Request, d: Drawn) -> Message:
+    async def _photo(self, req: Request, d: Drawn, shape: str) -> Message:
         s = req.settings
         # Telegram takes Mini App buttons in private chats only; the page shows whole drawings, not an avatar's square
         webapp = self.webapp_url if req.chat_id > 0 and not s.avatar and not s.cut else None
         markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang, webapp)
         # "All styles" with only one style drawn still says which style it is
-        caption = self._named_caption(req, d) if len(req.drawn_styles) > 1 else self._caption(req, [d])
+        caption = self._named_caption(req, d) if shape == STYLES else self._caption(req, [d])
         return await self._send_or_upload(req, d.result.media_file_id, d.result, lambda photo: self.bot.send_photo(
             req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
             has_spoiler=d.source.spoiler))
@@ -248,10 +246,10 @@ class Replies:
         return await self._send_or_upload(req, d.result.document_file_id, d.result, lambda doc: self.bot.send_document(
             req.chat_id, doc, filename=name, reply_parameters=reply_to(req)))
 
-    async def _album(self, req: Request, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+    async def _album(self, req: Request, done: Sequence[Drawn], shape: str) -> list[tuple[Drawn, Message]]:
         """An album: of photos (the notes under the first), or of one photo in many styles (each
         captioned with its style's name, and its own notes)."""
-        styles = len(req.drawn_styles) > 1
+        styles = shape == STYLES
         caption = self._caption(req, done)
 
         def caption_of(i: int, d: Drawn) -> str | None:

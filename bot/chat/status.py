@@ -20,11 +20,11 @@ from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
-from bot.drawing.fairqueue import Ticket
-from bot.words.catalogue import t
 from bot.chat.keyboards import cancel_keyboard
-from bot.drawing.pool import Pool
+from bot.flow.kinds.registry import plan
+from bot.flow.progress import Progress
 from bot.flow.requests import Request
+from bot.words.catalogue import t
 from storage.journal import Journal
 
 CHAT_ACTION_EVERY_S = 4.5  # Telegram shows an action for 5 s
@@ -39,39 +39,26 @@ def reply_to(req: Request) -> ReplyParameters | None:
 
 
 class Status:
-    def __init__(self, bot: Bot, req: Request, journal: Journal, pool: Pool) -> None:
+    """The status message of one request, following its :class:`~bot.flow.progress.Progress`."""
+
+    def __init__(self, bot: Bot, req: Request, journal: Journal, progress: Progress) -> None:
         self.bot = bot
         self.req = req
         self.journal = journal
-        self.pool = pool
-        self.tickets: list[Ticket] = []
+        self.progress = progress
         self._sending: asyncio.Task[Message | None] | None = None
         self._watcher: asyncio.Task[None] | None = None
+        progress.on_first(self._start)
 
-    def add(self, ticket: Ticket) -> None:
-        self.tickets.append(ticket)
-        if self.req.deliver != "chat":  # the Mini App asks for the place itself (bot/webapp/jobs.py)
-            return
-        if self._sending is None:
-            self._sending = asyncio.create_task(self._send_first())
-            self._watcher = asyncio.create_task(self._watch(self._sending))
-
-    def ahead(self) -> int | None:
-        """Photos before this request's first waiting one; None once one of its photos is being drawn,
-        or is next while a worker is free (it starts at once)."""
-        if any(ticket.started.is_set() for ticket in self.tickets):
-            return None
-        waiting = [ticket for ticket in self.tickets if not ticket.result.done()]
-        if not waiting:
-            return None
-        ahead = min(self.pool.place(ticket) for ticket in waiting)
-        return None if ahead == 0 and self.pool.running < self.pool.size else ahead
+    def _start(self) -> None:
+        self._sending = asyncio.create_task(self._send_first())
+        self._watcher = asyncio.create_task(self._watch(self._sending))
 
     @property
     def _clip(self) -> bool:
         """Whether a clip is drawn: as its bytes turned out, not as the message said (a GIF file of
         one frame is a picture, and gets no Cancel button)."""
-        return any(ticket.order.clip is not None for ticket in self.tickets)
+        return self.progress.clip
 
     def _markup(self) -> InlineKeyboardMarkup | None:
         return cancel_keyboard(self.req.job_id, self.req.lang) if self._clip else None
@@ -79,11 +66,11 @@ class Status:
     def _text(self, ahead: int | None) -> str:
         """The status for ``ahead`` photos before this request's (None: drawing)."""
         lang, count = self.req.lang, len(self.req.items)
-        progress = next((ticket.progress for ticket in self.tickets if ticket.progress), None)
-        if ahead is None and progress is not None:
-            return t(lang, "clip_drawing", done=progress[0], total=progress[1])
-        if self.req.preview:
-            return t(lang, "preview_drawing")
+        frames = self.progress.frames
+        if ahead is None and frames is not None:
+            return t(lang, "clip_drawing", done=frames[0], total=frames[1])
+        if words := plan(self.req).waiting_words:
+            return t(lang, words)
         if len(self.req.drawn_styles) > 1:
             return t(lang, "styles_drawing" if ahead is None else "styles_queued", count=count)
         if count > 1:
@@ -98,8 +85,8 @@ class Status:
         await asyncio.sleep(0)  # let the other photos of an album queue first
         req = self.req
         try:
-            message = await self.bot.send_message(req.chat_id, self._text(self.ahead()), reply_parameters=reply_to(req),
-                                                  reply_markup=self._markup())
+            message = await self.bot.send_message(req.chat_id, self._text(self.progress.ahead()),
+                                                  reply_parameters=reply_to(req), reply_markup=self._markup())
         except TelegramError:
             return None
         await self.journal.set_status_message(req.job_id, message.message_id)  # removed after a crash
@@ -115,7 +102,7 @@ class Status:
         action = ChatAction.UPLOAD_VIDEO if self._clip else ChatAction.UPLOAD_PHOTO
         with contextlib.suppress(TelegramError):
             while True:
-                ahead = self.ahead()
+                ahead = self.progress.ahead()
                 text = self._text(ahead)
                 if text != shown and time.monotonic() - edited >= EDIT_EVERY_S:
                     await self.bot.edit_message_text(text, self.req.chat_id, message.message_id,

@@ -33,7 +33,7 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputStick
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from bot.words.catalogue import t
-from bot.chat.retry import retrying
+from bot.flow.retry import retrying
 from bot.chat.status import reply_to
 from bot.flow.requests import Request
 from storage.cache import CachedResult

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from bot.drawing.pool import Pool, Reservation
 from bot.flow.access import Access, Limits, Refusal
+from bot.flow.kinds.registry import plan
 from bot.flow.requests import Failed, Request, Source, StoredRequestError, request_from_json, request_to_json
 from bot.service import metrics
 from inference.clip_settings import ClipLimits
@@ -71,17 +72,18 @@ class Admission:
         if req.user_id in self.forgetting:  # not written down: it would name them again
             log.info("job %s: refused while its user is being forgotten", req.job_id)
             return Refusal("forgetting", {})
-        n = req.units
+        kind = plan(req)
+        n = kind.units(req)
         parts = [s.message_id for s in req.sources if s.message_id is not None]
         album = (req.album, parts) if req.album else None  # all of them, even those the quota leaves out
         refusal = None
         if self.limits is not None and n:
             # The rate counts what was asked for; the quota only what must be drawn (a preview sheet is one).
-            drawing = int(any(needs)) if req.preview else _weighed(req, needs)
+            drawing = kind.weighed(req, needs)
             allowed, refusal = await self.limits.allowance(req.user_id, n, drawing=drawing)
             if refusal is not None and refusal.code == "quota_reached" and req.sources[0].clip and allowed > 0:
                 refusal = Refusal("clip_over_quota", {"units": drawing, "left": allowed, "count": self.limits.per_day})
-            elif refusal is not None and refusal.code == "quota_reached" and allowed > 0 and not req.preview:
+            elif refusal is not None and refusal.code == "quota_reached" and allowed > 0 and kind.divisible:
                 # an album, or "All styles", over what is left of today's quota: draw what fits
                 keep = _keep(needs, allowed)
                 req, refusal = replace(req.first(keep), left_out=len(needs) - keep), None
@@ -100,7 +102,7 @@ class Admission:
             return refusal
         held.enter_context(reservation)
         held.enter_context(self.counted(req.user_id, _waiting_units(req, needs[:len(req.items)])))
-        if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, req.units,
+        if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, kind.units(req),
                                              request_to_json(req), album=album):
             return None
         return req, reservation
@@ -129,8 +131,9 @@ class Admission:
         need = sum(needs)
         if not need:
             return req, None
-        unlimited = self.access.is_admin(req.user_id) or not req.units
-        if req.preview:
+        kind = plan(req)
+        unlimited = self.access.is_admin(req.user_id) or not kind.units(req)
+        if not kind.divisible:
             if not unlimited and self._in_flight[req.user_id] + _waiting_units(req, needs) > self.per_user_limit:
                 return req, Refusal("per_user_limit", {"count": self.per_user_limit})
             return (req, None) if need <= self.pool.free_slots() else (req, Refusal("busy", {}))
@@ -168,7 +171,8 @@ class Admission:
         """A clip sent as a file, once its header gave its length (``measured``): weigh it again
         against what is left of the user's quota and waiting limit (a clip is all or nothing, as one
         sent as a video is), and raise :class:`Failed` with the numbers when it does not fit."""
-        if not req.units or self.access.is_admin(req.user_id):
+        units = plan(req).units(req)
+        if not units or self.access.is_admin(req.user_id):
             return
         extra = measured.units - src.units
         async with self.turn(req.user_id):  # as at take-on: the user's other requests are weighed one at a time
@@ -183,7 +187,7 @@ class Admission:
                                  room=max(0, room + src.units))
             # What the job counts against today's quota from now on: the clip's seconds, or nothing
             # once it will not be drawn (the user's other clips weighed after it must not pay for it).
-            await self.journal.count_job_photos(req.job_id, 0 if refusal else req.units + extra)
+            await self.journal.count_job_photos(req.job_id, 0 if refusal else units + extra)
         if refusal is not None:
             raise refusal
 
@@ -200,17 +204,11 @@ class Admission:
         return set(parts), style
 
 
-def _weighed(req: Request, needs: list[bool]) -> int:
-    """The drawings ``needs`` marks, each counted as the photos it is worth (a clip one per second)."""
-    return sum(src.units for (src, _), need in zip(req.items, needs) if need)
-
-
 def _waiting_units(req: Request, needs: list[bool]) -> int:
-    """What the request counts against its user's waiting limit: the drawings it must make, but a
-    preview sheet is one photo (:attr:`Request.units`), and the sample's none."""
-    if not req.units:
-        return 0
-    return min(1, sum(needs)) if req.preview else _weighed(req, needs)
+    """What the request counts against its user's waiting limit: what it weighs (a preview sheet one
+    photo), and nothing if it does not count at all (the sample's sheet, the bot's own)."""
+    kind = plan(req)
+    return kind.weighed(req, needs) if kind.units(req) else 0
 
 
 def _keep(needs: list[bool], room: int) -> int:

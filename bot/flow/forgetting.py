@@ -17,7 +17,7 @@ from telegram import Bot
 from telegram.error import TelegramError
 
 from bot.words.catalogue import t
-from bot.chat.retry import retrying
+from bot.flow.retry import retrying
 from bot.flow.access import Limits
 from bot.flow.runner import JobRunner
 from storage.erasure import Erased, Erasure, Erasures

@@ -11,17 +11,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.words.catalogue import t
-from bot.chat.replies import Replies
-from bot.chat.retry import retrying
 from bot.drawing.pool import Pool
+from bot.flow.answering import Way
+from bot.flow.kinds.registry import plan
 from bot.flow.requests import Request, StoredRequestError, request_from_json
+from bot.flow.retry import retrying
 from bot.flow.running import RunningJobs
+from bot.words.catalogue import t
 from storage.journal import Journal
 
 log = logging.getLogger("animebot.jobs")
@@ -32,12 +33,12 @@ MAX_ATTEMPTS = 3  # a job that was running during 3 crashes in a row is given up
 class Recovery:
     """Resumes open jobs at start (through ``resume``), and stops the running ones at a stop."""
 
-    def __init__(self, bot: Bot, pool: Pool, journal: Journal, replies: Replies, jobs: RunningJobs,
+    def __init__(self, bot: Bot, pool: Pool, journal: Journal, ways: Mapping[str, Way], jobs: RunningJobs,
                  resume: Callable[[Request], Coroutine[object, object, None]]) -> None:
         self.bot = bot
         self.pool = pool
         self.journal = journal
-        self.replies = replies
+        self.ways = ways
         self.jobs = jobs
         self.resume = resume
         self._resumed: set[asyncio.Task[None]] = set()
@@ -48,7 +49,10 @@ class Recovery:
         for row in rows:
             try:
                 req = request_from_json(row.request)
-            except StoredRequestError as exc:  # written by a version whose requests we cannot read
+                if req.answer not in self.ways:
+                    raise StoredRequestError(f"no way of answering named {req.answer!r}")
+                plan(req)
+            except ValueError as exc:  # written by a version whose requests, kinds or ways we cannot read
                 log.warning("job %s: its stored request cannot be read (%s); apologising", row.job_id, exc)
                 with contextlib.suppress(TelegramError):
                     await retrying(f"job {row.job_id}: sendMessage",
@@ -61,7 +65,7 @@ class Recovery:
             if row.attempts > MAX_ATTEMPTS:
                 log.warning("job %s: given up after %d interrupted attempts", req.job_id, row.attempts - 1)
                 with contextlib.suppress(TelegramError):
-                    await self.replies.say(req, t(req.lang, "internal"))
+                    await self.ways[req.answer].apologise(req)
                 await self.journal.finish_job(req.job_id, "failed", "gave_up")
                 continue
             log.info("job %s: resumed (attempt %d)", req.job_id, row.attempts)

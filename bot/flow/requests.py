@@ -20,7 +20,9 @@ from storage.codec import decode, encode
 # 1: before versioning (no "v"); 2: spoilers, albums, button queries, left_out;
 # 3: styles (one photo in several styles), preview sheets, the sample photo as a source
 # 4: clips (a source's kind and length); 5: where the answer goes (the chat, or the Mini App)
-REQUEST_VERSION = 5
+# 6: kinds of job (``kind``, bot/flow/kinds/) and ways of answering (``answer``) in place of the flags
+# ``as_document``, ``preview`` and ``deliver`` (an older row is read in today's words: :func:`_in_kinds`)
+REQUEST_VERSION = 6
 CLIP_KINDS = ("animation", "video", "video_note")
 
 
@@ -62,21 +64,19 @@ class Request:
     style: str
     sources: tuple[Source, ...]
     settings: ConvertSettings
-    as_document: bool = False
+    # What is drawn and how it is answered: the name of its planner (bot/flow/kinds/: "photo", "styles",
+    # "preview", "tiles", "file", "sticker", "avatar", "cutout"), and of its way of answering
+    # (bot/flow/answering.py: "chat", sent as ever; "app", asked for in the Mini App, which shows it).
+    kind: str = "photo"
+    answer: str = "chat"
     fast: bool = False  # drawn with a lite style because the queue was long
     album: str | None = None  # the media_group_id of an album's parts
     query_id: str | None = None  # the button press that asked, answered with any refusal
     left_out: int = 0  # album photos not taken on: over today's quota, the user's waiting limit, or the queue
     left_out_why: str = "quota"  # which of those: quota, limit or busy
-    # Draw the photo in each of these styles instead of ``style`` alone ("All styles": one photo, and
-    # ``style`` is the first of them). Empty: ``style`` only.
+    # The styles of a kind that draws one photo in several ("All styles", a preview sheet); ``style`` is then
+    # the first of them, or for a preview the user's own style, which the menu under the sheet marks.
     styles: tuple[str, ...] = ()
-    # One picture of the photo in every style of ``styles`` (/style's previews), not a result each;
-    # ``style`` is then the user's own style, which the menu under the picture marks.
-    preview: bool = False
-    # Where the answer goes: "chat" (sent, as ever), or "app": asked for in the Mini App (bot/webapp/), which
-    # shows it; the result is stored and held, and nothing is said in the chat, not even a refusal.
-    deliver: str = "chat"
 
     @property
     def drawn_styles(self) -> tuple[str, ...]:
@@ -87,14 +87,6 @@ class Request:
         """Every drawing the request asks for: each photo in each style (photos and styles are never both
         more than one)."""
         return [(src, style) for src in self.sources for style in self.drawn_styles]
-
-    @property
-    def units(self) -> int:
-        """What it counts as against the rate limit and the daily quota: a photo per drawing (a clip per
-        second, :attr:`Source.units`), but a preview sheet is one photo, and the sample's (the bot's own) none."""
-        if self.preview:
-            return 0 if any(src.sample for src in self.sources) else 1
-        return sum(src.units for src, _ in self.items)
 
     def first(self, count: int) -> Request:
         """The request for its first ``count`` drawings (``count`` >= 1); the caller counts the rest."""
@@ -135,6 +127,28 @@ def request_from_json(text: str) -> Request:
         raw = json.loads(text)
     except ValueError as exc:
         raise StoredRequestError(f"{exc.__class__.__name__}: {exc}") from None
-    if isinstance(raw, dict):
-        raw.pop("v", 1)
+    if isinstance(raw, dict) and not (isinstance(version := raw.pop("v", 1), int) and version >= 6):
+        _in_kinds(raw)
     return decode(raw, Request, "request", StoredRequestError, lenient=True)
+
+
+def _in_kinds(raw: dict[str, object]) -> None:
+    """A row written before kinds of job (version 5 and older), in today's words: its flags and its
+    settings say which kind it was, and ``deliver`` is the way of answering."""
+    settings = raw.get("settings")
+    settings = settings if isinstance(settings, dict) else {}
+    if raw.pop("preview", False):  # asked by the Mini App's page: its tiles, shown one by one
+        kind = "tiles" if raw.get("deliver") == "app" else "preview"
+    elif raw.get("styles"):
+        kind = "styles"
+    elif raw.get("as_document"):
+        kind = "cutout" if settings.get("cut") == "cutout" else "file"
+    elif settings.get("cut") == "sticker":
+        kind = "sticker"
+    elif settings.get("avatar"):
+        kind = "avatar"
+    else:
+        kind = "photo"
+    raw.pop("as_document", None)
+    raw["kind"] = kind
+    raw["answer"] = raw.pop("deliver", "chat")

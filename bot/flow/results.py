@@ -19,14 +19,15 @@ from telegram import Bot
 from telegram.error import BadRequest, NetworkError
 
 from storage.errors import AnimebotError
-from bot.chat.replies import Drawn
-from bot.chat.retry import retrying
-from bot.chat.status import Status
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import Pool, PoolBusy, Reservation
 from bot.flow import previews
 from bot.flow.admission import Admission, FlowSettings
+from bot.flow.drawn import Drawn
+from bot.flow.kinds.registry import plan
+from bot.flow.progress import Progress
 from bot.flow.requests import Failed, Request, Source
+from bot.flow.retry import retrying
 from bot.flow.running import RunningJob
 from bot.service import metrics
 from bot.styles import Styles
@@ -69,7 +70,7 @@ class Results:
         """For each drawing of the request, whether it must be drawn (neither cached nor being drawn);
         none for a preview whose sheet is cached."""
         shas = {src: await self.known_sha(src) for src in req.sources}
-        if req.preview and (sha := shas[req.sources[0]]) and await self.cache.has(previews.sheet_key_of(self.styles,
+        if plan(req).sheet and (sha := shas[req.sources[0]]) and await self.cache.has(previews.sheet_key_of(self.styles,
                                                                                                         req, sha)):
             return [False] * len(req.items)
         needs = []
@@ -104,7 +105,7 @@ class Results:
             return result
         return None
 
-    async def result(self, req: Request, src: Source, style: str, job: RunningJob, status: Status,
+    async def result(self, req: Request, src: Source, style: str, job: RunningJob, progress: Progress,
                      reservation: Reservation | None, fetched: Fetched) -> Drawn:
         """One photo's result in one style, from the cache, from the same drawing under way, or drawn;
         noted as the user's (their photo and this result of it), for /forget.
@@ -112,12 +113,12 @@ class Results:
         A new request has its queue places reserved (at take-on); a
         recovered one was promised an answer, so it waits for room instead.
         """
-        drawn = await self._result(req, src, style, job, status, reservation, fetched)
+        drawn = await self._result(req, src, style, job, progress, reservation, fetched)
         if not src.sample:  # the registry's sample photo is the bot's own, nobody's to forget
             await self.cache.hold(req.user_id, drawn.sha256, drawn.result.key)
         return drawn
 
-    async def _result(self, req: Request, src: Source, style: str, job: RunningJob, status: Status,
+    async def _result(self, req: Request, src: Source, style: str, job: RunningJob, progress: Progress,
                       reservation: Reservation | None, fetched: Fetched) -> Drawn:
         if style not in self.styles.names:  # a recovered request of a style uninstalled since
             raise Failed("style_unavailable")
@@ -130,7 +131,7 @@ class Results:
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         await self._received(req, src, sha)
         kind = await asyncio.to_thread(_kind_of, src, data)
-        if req.preview and kind != "photo":  # a last "photo" remembered by an older release: a clip
+        if plan(req).stills_only and kind != "photo":  # a last "photo" remembered by an older release: a clip
             raise Failed("preview_needs_photo")
         if kind != src.kind:  # a GIF or video sent as a file, or a one-frame GIF: its bytes decide
             src = replace(src, kind=kind, seconds=None)  # a clip's length is read from its header, below
@@ -140,8 +141,8 @@ class Results:
             return Drawn(src, sha, style, known, from_cache=True)
         metrics.CACHE_LOOKUPS.labels("miss").inc()  # the last look (the first may not know the hash): drawn now
         measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
-        with self.admission.counted(req.user_id, measured.units - src.units if req.units else 0):
-            return await self._draw_shared(req, measured, style, key, sha, data, job, status, reservation)
+        with self.admission.counted(req.user_id, measured.units - src.units if plan(req).units(req) else 0):
+            return await self._draw_shared(req, measured, style, key, sha, data, job, progress, reservation)
 
     async def _received(self, req: Request, src: Source, sha: str) -> None:
         """The user sent these bytes as this Telegram file (not a redraw of a result): the file and the
@@ -167,13 +168,13 @@ class Results:
         return f"{version}|{src.kind}:{limits.max_seconds:g}s:{limits.max_fps:g}fps:{limits.max_side}px:{CLIP_REVISION}"
 
     async def _draw_shared(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes,
-                           job: RunningJob, status: Status, reservation: Reservation | None) -> Drawn:
+                           job: RunningJob, progress: Progress, reservation: Reservation | None) -> Drawn:
         """Draw it, letting any request that wants the same result meanwhile wait for this drawing."""
         drawing = asyncio.get_running_loop().create_future()
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
         try:
-            stored, animated, units, notes = await self._draw(req, src, style, key, sha, data, job, status,
+            stored, animated, units, notes = await self._draw(req, src, style, key, sha, data, job, progress,
                                                               reservation)
             drawing.set_result(stored)
             return Drawn(src, sha, style, stored, from_cache=False, animated=animated, units=units, notes=notes)
@@ -200,7 +201,7 @@ class Results:
         return measured
 
     async def _draw(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes, job: RunningJob,
-                    status: Status, reservation: Reservation | None) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
+                    progress: Progress, reservation: Reservation | None) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
         """Queue the photo or clip on a worker, wait for it, and store the result; also whether it was an
         animated picture (its first frame drawn), how many photos of the quota it counts as, and what a
         clip's caption must say (cut short, sound lost)."""
@@ -214,7 +215,7 @@ class Results:
             raise Failed("busy") from None
         job.tickets.append(ticket)
         if req.chat_id > 0:  # private chats only: in a group it would be noise, and eat
-            status.add(ticket)  # into Telegram's 20 messages a minute per group
+            progress.add(ticket)  # into Telegram's 20 messages a minute per group
         marking = asyncio.create_task(self._mark_running(req.job_id, ticket))
         try:
             converted = await ticket.result

@@ -3,9 +3,11 @@
 Handlers only turn an update into a Request; everything after that happens
 here and in the parts this runner holds, in one direction: admission (limits,
 queue places, the job written to the journal), results (cache, download,
-drawing, storage), the answer (bot/chat/replies.py), and recovery after a
-restart. A request the bot has accepted always gets an answer: the anime
-image, or one short sentence saying why not.
+drawing, storage), the answer, and recovery after a restart. What a request draws and what its
+answer is, its kind's planner says (bot/flow/kinds/); where the answer goes,
+its way of answering (bot/flow/answering.py: the chat, or the Mini App). The
+runner tests for neither. A request the bot has accepted always gets an
+answer: the anime image, or one short sentence saying why not.
 """
 from __future__ import annotations
 
@@ -13,18 +15,19 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from telegram import Bot
 from telegram.error import Forbidden, TelegramError
 
-from bot.words.catalogue import t
-from bot.chat.replies import Drawn, Replies
-from bot.chat.status import Status
 from bot.drawing.pool import Pool, Reservation
 from bot.flow.access import Refusal
 from bot.flow.admission import Admission, FlowSettings
+from bot.flow.answering import Onlooker, Way
+from bot.flow.drawn import Drawn
+from bot.flow.kinds.registry import plan
+from bot.flow.progress import Progress
 from bot.flow.recovery import Recovery
 from bot.flow.requests import Failed, Request
 from bot.flow.results import Fetched, Results
@@ -32,7 +35,6 @@ from bot.flow.running import RunningJob, RunningJobs
 from bot.flow.sheets import Sheets
 from bot.service import metrics
 from bot.styles import Styles
-from bot.webapp.jobs import AppJobs, page_sentence
 from storage.cache import Cache
 from storage.journal import Journal
 
@@ -47,20 +49,20 @@ class JobRunner:
     a crash or a stop run again from :meth:`recover`.
     """
 
-    def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles, replies: Replies,
-                 settings: FlowSettings, desk: AppJobs) -> None:
+    def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles,
+                 ways: Mapping[str, Way], onlooker: Onlooker, settings: FlowSettings) -> None:
         self.bot = bot
         self.pool = pool
         self.cache = cache
         self.journal = journal
-        self.replies = replies
-        self.desk = desk  # what the Mini App is told about the requests it made
+        self.ways = ways  # by the name a request gives (Request.answer)
+        self.onlooker = onlooker  # hears about every job (the Mini App's page, of those it started)
         self.settings = settings
         self.jobs = RunningJobs(pool)
         self.admission = Admission(journal, pool, settings, self.jobs.forgetting)
         self.results = Results(bot, pool, cache, journal, styles, settings, self.admission)
-        self.sheets = Sheets(cache, styles, replies, self.results)
-        self.recovery = Recovery(bot, pool, journal, replies, self.jobs, self._resume)
+        self.sheets = Sheets(cache, styles, self.results)
+        self.recovery = Recovery(bot, pool, journal, ways, self.jobs, self._resume)
         self._stopping = False
 
     async def run(self, req: Request) -> bool:
@@ -89,14 +91,15 @@ class JobRunner:
         return self._stopping
 
     async def _refuse(self, req: Request, refusal: Refusal) -> None:
-        self.desk.failed(req.job_id, page_sentence(req.lang, refusal.code, refusal.values))
-        self.desk.ended(req.job_id)
-        if req.deliver != "chat" or self.desk.tracks(req.job_id):
+        self.onlooker.refused(req, refusal)
+        self.onlooker.ended(req.job_id)
+        if self.onlooker.follows(req.job_id):
             return  # the page asked, and says it
-        if req.preview and not req.units:
-            await self.replies.style_menu(req)  # the sample's previews cannot be drawn now: the menu as text
+        way = self.ways[req.answer]
+        if (instead := plan(req).refused(req, refusal)) is not None:
+            await way.answer(req, instead)
         else:
-            await self.replies.refuse(req, refusal)
+            await way.refuse(req, refusal)
 
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button (see :meth:`RunningJobs.cancel`)."""
@@ -116,7 +119,7 @@ class JobRunner:
         await self.recovery.drain(wait_s)
 
     async def _resume(self, req: Request) -> None:
-        with self.admission.counted(req.user_id, sum(src.units for src, _ in req.items) if req.units else 0):
+        with self.admission.counted(req.user_id, sum(src.units for src, _ in req.items) if plan(req).units(req) else 0):
             await self._answer(req, recovered=True, reservation=None)
 
     async def _answer(self, req: Request, recovered: bool, reservation: Reservation | None) -> None:
@@ -126,11 +129,10 @@ class JobRunner:
             return
         started = time.monotonic()
         lite = self.settings.fast_styles.get(req.style)
-        # Not for the Mini App: its user chose the picture by looking at it, and a lite style would not be it.
-        if lite and not req.as_document and not req.styles and not req.preview and req.deliver == "chat" and \
+        if lite and plan(req).lite and self.ways[req.answer].takes_lite and \
                 self.pool.waiting >= self.settings.fast_queue:
             req = replace(req, style=lite, fast=True)
-        with self.jobs.running(req.job_id, req.user_id) as job, self._told_desk(req):
+        with self.jobs.running(req.job_id, req.user_id) as job, self._told_onlooker(req):
             try:
                 summary = await self._run(req, job, reservation)
                 log.info("job %s: %s in %.2f s", req.job_id, summary, time.monotonic() - started)
@@ -150,8 +152,7 @@ class JobRunner:
             except Exception:  # a bug: keep its traceback, and never lose the photo silently
                 log.exception("job %s: failed unexpectedly", req.job_id)
                 with contextlib.suppress(TelegramError):
-                    if req.deliver == "chat":
-                        await self.replies.say(req, t(req.lang, "internal"))
+                    await self.ways[req.answer].apologise(req)
                 await self.journal.finish_job(req.job_id, "failed", "internal")
                 metrics.JOBS.labels("failed").inc()
 
@@ -162,80 +163,72 @@ class JobRunner:
         bookkeeping, so that a crash can repeat an answer only if it lands in
         the few milliseconds between Telegram's reply and that commit.
         """
-        async with self._status(req) as status:
+        kind, way = plan(req), self.ways[req.answer]
+        async with self._progress(req, way) as progress:
             fetched: Fetched = {}
-            # The page shows a preview's tiles, not the sheet: they are looked up (or drawn) one by one.
-            sheet = await self.sheets.cached(req) if req.preview and req.deliver == "chat" else None
-            results = [] if sheet is not None else await asyncio.gather(
-                *(self.results.result(req, src, style, job, status, reservation, fetched) for src, style in req.items),
-                return_exceptions=True)
+            bench = _Bench(self.sheets, self.settings, fetched)
+            ready = await kind.ready(req, bench)  # a cached sheet: nothing to draw
+            results = [] if ready is not None else await asyncio.gather(
+                *(self.results.result(req, src, style, job, progress, reservation, fetched)
+                  for src, style in kind.items(req)), return_exceptions=True)
             done = [r for r in results if isinstance(r, Drawn)]
             failed = [r for r in results if isinstance(r, Failed)]
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, Failed):
                     raise r
-            drawn = sum(d.units for d in done if not d.from_cache)
             stills = [d for d in done if not d.source.clip]  # a preview sheet is of a photo, never of a clip
-            if stills and not req.preview:  # before the answer: a /style right after it offers this photo
+            if stills and kind.keeps_photo:  # before the answer: a /style right after it offers this photo
                 await self.cache.set_last_photo(req.user_id, stills[-1].sha256, stills[-1].source.spoiler)
-            if req.preview:
-                drawn = min(drawn, req.units)  # a preview is one photo of the quota, the sample's none
             if failed:
-                self.desk.failed(req.job_id, failed[0].text(req.lang))
-            if req.deliver != "chat":
-                sent = []  # the page shows it (the desk, below)
-            elif req.preview:
-                sent = await self.sheets.send(req, sheet, done, failed, fetched)
-            else:
-                sent = await self.replies.results(req, done) if done else []
-                if failed and len(req.items) == 1:
-                    await self.replies.say(req, failed[0].text(req.lang))
-                elif failed:
-                    partial = "styles_partial" if len(req.drawn_styles) > 1 else "album_partial"
-                    await self.replies.say(req, t(req.lang, partial, failed=len(failed), count=len(req.items),
-                                                  reason=failed[0].text(req.lang)))
-            if req.left_out and req.deliver == "chat":
-                await self.replies.say(req, self._left_out_text(req))
+                self.onlooker.failed(req, failed[0])
+            sent = await way.answer(req, ready or await kind.answer(req, done, failed, bench))
             codes = ",".join(sorted({f.code for f in failed}))
-            answered = bool(sent) or (req.deliver != "chat" and bool(done))
-            await asyncio.shield(self.journal.finish_job(req.job_id, "done" if answered else "failed", codes or None,
-                                                         drawn=drawn))
-            metrics.JOBS.labels("done" if answered else "cancelled" if codes == "cancelled" else "failed").inc()
-        if sent or req.deliver != "chat":
-            await self.desk.done(req, done)
-        await self.replies.remember(sent)
-        verb = "sent" if req.deliver == "chat" else "kept for the Mini App"
-        return f"{len(done)} {verb} ({sum(d.from_cache for d in done)} from cache), {len(failed)} failed" + \
-            (f" ({codes})" if codes else "") + (" (preview sheet)" if req.preview else "")
-
-    def _left_out_text(self, req: Request) -> str:
-        taken, count = len(req.items), len(req.items) + req.left_out
-        styles = len(req.drawn_styles) > 1  # "All styles" cut short: say it in styles, not photos
-        limit = self.settings.per_user_limit
-        if req.left_out_why == "limit":
-            return t(req.lang, "styles_limit_partial" if styles else "limit_partial", taken=taken, count=count,
-                     left_out=req.left_out, limit=limit)
-        if req.left_out_why == "busy":
-            return t(req.lang, "styles_busy_partial" if styles else "busy_partial", taken=taken, count=count,
-                     left_out=req.left_out)
-        per_day = self.settings.limits.per_day if self.settings.limits else 0
-        if styles:
-            return t(req.lang, "styles_quota_partial", left_out=req.left_out, count=count, limit=per_day)
-        return t(req.lang, "quota_partial", left_out=req.left_out, count=per_day)
+            await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent.answered else "failed",
+                                                         codes or None, drawn=kind.drawn(req, done)))
+            metrics.JOBS.labels("done" if sent.answered else "cancelled" if codes == "cancelled" else "failed").inc()
+        if sent.answered:
+            self.onlooker.answered(req)
+        await way.settle(sent)
+        return f"{len(done)} answered by {req.answer} ({sum(d.from_cache for d in done)} from cache), " \
+            f"{len(failed)} failed" + (f" ({codes})" if codes else "") + f" ({kind.name})"
 
     @contextlib.contextmanager
-    def _told_desk(self, req: Request) -> Iterator[None]:
-        """However the request ends, the Mini App's desk hears that it did."""
+    def _told_onlooker(self, req: Request) -> Iterator[None]:
+        """However the request ends, the onlooker hears that it did."""
         try:
             yield
         finally:
-            self.desk.ended(req.job_id)
+            self.onlooker.ended(req.job_id)
 
     @contextlib.asynccontextmanager
-    async def _status(self, req: Request) -> AsyncIterator[Status]:
-        status = Status(self.bot, req, self.journal, self.pool)
-        self.desk.watch(req.job_id, status)
+    async def _progress(self, req: Request, way: Way) -> AsyncIterator[Progress]:
+        progress = Progress(self.pool)
+        following = way.follow(req, progress)
+        self.onlooker.watch(req.job_id, progress)
         try:
-            yield status
+            yield progress
         finally:
-            await status.close()
+            await following.close()
+
+
+@dataclass
+class _Bench:
+    """What the runner lends a request's planner (bot/flow/kinds/base.py)."""
+
+    sheets: Sheets
+    settings: FlowSettings
+    fetched: Fetched
+
+    @property
+    def per_user_limit(self) -> int:
+        return self.settings.per_user_limit
+
+    @property
+    def per_day(self) -> int:
+        return self.settings.limits.per_day if self.settings.limits else 0
+
+    async def cached_sheet(self, req: Request) -> Drawn | None:
+        return await self.sheets.cached(req)
+
+    async def compose_sheet(self, req: Request, done: Sequence[Drawn], failed: Sequence[Failed]) -> Drawn | None:
+        return await self.sheets.composed(req, done, failed, self.fetched)

@@ -33,6 +33,7 @@ from bot.service.state import close_state, open_state
 from bot.styles import Styles
 from bot.updates.webhook import WebhookServer
 from bot.webapp.api import WebApp
+from bot.webapp.jobs import AppJobs
 from bot.webapp.links import Links
 from bot.webapp.photos import Originals
 from inference.processes import running
@@ -108,7 +109,9 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
         log.info("recovered %d unanswered job(s) and %d unhandled update(s)", resumed, replayed)
     chores = asyncio.create_task(_chores(st, cfg.home, cfg.keep_days * 86400.0))
     server, poller = None, None
-    webapp = WebApp(st, Originals(app.bot, st.cache), cfg.token, Links(await st.runner.journal.secret())) \
+    desk = st.runner.onlooker
+    assert isinstance(desk, AppJobs)  # bot/service/state.py makes the page's desk the runner's onlooker
+    webapp = WebApp(st, desk, Originals(app.bot, st.cache), cfg.token, Links(await st.runner.journal.secret())) \
         if cfg.webapp_url else None
     try:
         metrics.watch(st.runner.pool)

@@ -45,7 +45,7 @@ def quiet_libraries() -> None:
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     # When the rate limiter stops waiting out flood control it logs a traceback
-    # at ERROR and re-raises; bot/chat/retry.py then waits on, with one line naming
+    # at ERROR and re-raises; bot/flow/retry.py then waits on, with one line naming
     # the job, so the limiter's own give-up is noise.
     logging.getLogger("telegram.ext.AIORateLimiter").addFilter(_below_error)  # once, however often called
     logging.getLogger("aiohttp.server").addFilter(_malformed_request)

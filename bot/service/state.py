@@ -22,14 +22,17 @@ from bot.words.catalogue import LANGS, SOURCE, t
 from bot.service.config import Config
 from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
+from bot.flow.answering import Way
 from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
 from bot.chat.photos import on_album
 from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import Pool
+from bot.chat.answers import ChatWay
 from bot.chat.replies import Replies
 from bot.chat.stickers import Stickers
 from bot.styles import Styles
+from bot.webapp.answers import PageWay
 from bot.webapp.jobs import AppJobs
 from inference.drawer import DrawerSpec
 from inference.pipeline import ConvertSettings
@@ -66,7 +69,9 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     stickers = Stickers(app.bot, StickerBook(db), journal.secret)
     replies = Replies(app.bot, cache, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url)
-    runner = JobRunner(app.bot, pool, cache, journal, styles, replies, settings, AppJobs(buttons))
+    desk = AppJobs(buttons)  # what the Mini App's page is told about the jobs it started
+    ways: dict[str, Way] = {"chat": ChatWay(app.bot, replies, journal), "app": PageWay(desk)}  # by Request.answer
+    runner = JobRunner(app.bot, pool, cache, journal, styles, ways, desk, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     forgetting = Forgetting(app.bot, runner, Erasures(db, cache.results_dir), limits)
     st = BotState(runner, db, cache, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,

@@ -12,7 +12,7 @@ webhook's in webhook mode, the one on ``ANIMEBOT_METRICS_PORT`` when polling.
   within per-user rates (bot/webapp/limits.py).
 
 What the page asks to have drawn is an ordinary request (bot/flow/requests.py,
-``deliver="app"``): journalled, queued fairly behind everyone else's photos,
+``answer="app"``): journalled, queued fairly behind everyone else's photos,
 counted against the same limits and quota, cached. Sending a result to the
 chat is a request too, answered from the cache.
 """
@@ -31,12 +31,12 @@ from typing import Any
 from aiohttp import web
 
 from bot.chat.context import BotState
-from bot.chat.photos import STICKER
-from bot.chat.presses import PLAIN
+from bot.flow.answering import TILES
+from bot.flow.kinds.registry import KINDS, plan, redrawn
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source, StoredRequestError, request_from_json
 from bot.webapp.auth import Unauthorized, WebAppUser, from_header
-from bot.webapp.jobs import AppJob
+from bot.webapp.jobs import AppJob, AppJobs
 from bot.webapp.limits import API_PER_MINUTE, IMAGES_PER_MINUTE, Window
 from bot.webapp.links import PREFIX, Links
 from bot.webapp.photos import Originals
@@ -60,8 +60,9 @@ POLICY = ("default-src 'self'; script-src 'self' https://telegram.org; img-src '
 
 
 class WebApp:
-    def __init__(self, st: BotState, originals: Originals, token: str, links: Links) -> None:
+    def __init__(self, st: BotState, desk: AppJobs, originals: Originals, token: str, links: Links) -> None:
         self.st = st
+        self.desk = desk  # how the jobs the page started are doing (the runner's onlooker)
         self.token = token
         self.links = links
         self.calls = Window(API_PER_MINUTE)
@@ -209,7 +210,7 @@ class WebApp:
         user, lang = await self._caller(request)
         shown, _ = await self._find(user.id, request.match_info["id"], lang)
         style = self.st.styles.resolve((await self.st.cache.user_prefs(user.id))[0]) or self.st.styles.default
-        return await self._start(await self._request(user.id, lang, shown, style, PREVIEW_SETTINGS, preview=True,
+        return await self._start(await self._request(user.id, lang, shown, style, PREVIEW_SETTINGS, kind="tiles",
                                                      styles=tuple(self.st.styles.ordered)))
 
     async def _draw(self, request: web.Request) -> web.Response:
@@ -223,7 +224,7 @@ class WebApp:
             raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
         shown, _ = await self._find(user.id, rid, lang)
         settings = replace(shown.settings, strength=strength, keep_colours=keep)
-        return await self._start(await self._request(user.id, lang, shown, style, settings, deliver="app"))
+        return await self._start(await self._request(user.id, lang, shown, style, settings, redrawn(settings)))
 
     async def _send(self, request: web.Request) -> web.Response:
         """The result into the user's chat with the bot: as the photo it is, or drawn as a sticker into their set."""
@@ -232,34 +233,35 @@ class WebApp:
         if body.get("as") not in ("photo", "sticker"):
             raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
         shown, _ = await self._find(user.id, request.match_info["id"], lang)
-        settings = replace(shown.settings, **{**PLAIN, **STICKER}) if body["as"] == "sticker" else shown.settings
-        return await self._start(await self._request(user.id, lang, shown, shown.style, settings, deliver="chat"))
+        kind = "sticker" if body["as"] == "sticker" else redrawn(shown.settings)
+        return await self._start(await self._request(user.id, lang, shown, shown.style,
+                                                     KINDS[kind].settings(shown.settings), kind, answer="chat"))
 
     async def _request(self, user_id: int, lang: str, shown: ShownResult[ConvertSettings], style: str,
-                       settings: ConvertSettings, deliver: str = "app", preview: bool = False,
-                       styles: tuple[str, ...] = ()) -> Request:
+                       settings: ConvertSettings, kind: str, answer: str = "app", styles: tuple[str, ...] = ()
+                       ) -> Request:
         file_id = await self.st.cache.file_id_of(shown.content_sha256)
         if file_id is None:
             raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
         return Request(job_id=f"app-{secrets.token_urlsafe(12)}", chat_id=user_id, user_id=user_id, reply_to=None,
-                       lang=lang, style=style, settings=settings, preview=preview, styles=styles, deliver=deliver,
+                       lang=lang, style=style, settings=settings, kind=kind, styles=styles, answer=answer,
                        sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),))
 
     async def _start(self, req: Request) -> web.Response:
         if self.st.runner.stopping:
             raise _error(web.HTTPServiceUnavailable, t(req.lang, "webapp_restarting"))
-        self.st.runner.desk.track(req.job_id, req.user_id, req.lang)
+        self.desk.track(req.job_id, req.user_id, req.lang)
         task = asyncio.create_task(self._run(req))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return _json({"job": req.job_id})
 
     async def _run(self, req: Request) -> None:
-        desk = self.st.runner.desk
+        desk = self.desk
         try:
             await self.st.runner.run(req)
         except asyncio.CancelledError:  # a stop: the journal has it, if it was taken on, for the next start
-            desk.failed(req.job_id, t(req.lang, "webapp_restarting"))
+            desk.say(req.job_id, t(req.lang, "webapp_restarting"))
             raise
         except Exception:  # a bug: keep its traceback; the page still hears that it failed
             log.exception("job %s: the Mini App's request failed unexpectedly", req.job_id)
@@ -270,7 +272,7 @@ class WebApp:
         """How a job the page started is doing: from memory while the bot runs, else from the journal."""
         user, lang = await self._caller(request)
         job_id = request.match_info["job"]
-        job = self.st.runner.desk.get(job_id, user.id)
+        job = self.desk.get(job_id, user.id)
         if job is None:
             return _json(await self._job_from_journal(job_id, user.id, lang))
         result = None
@@ -298,7 +300,7 @@ class WebApp:
         if state != "done":
             return {"state": "failed", "ahead": None, "result": None, "error": t(lang, "internal"), "stalled": False}
         result = None
-        if req.deliver == "app" and not req.preview:
+        if req.answer == "app" and plan(req).shape != TILES:
             shown = ShownResult(user_id, req.sources[0].sha256 or "", req.style, req.settings, req.sources[0].spoiler)
             rid = await self.st.buttons.id_for(shown)
             if (found := await self._lookup(user_id, rid)) is not None:
@@ -328,7 +330,7 @@ class WebApp:
 
 
 def _ahead(job: AppJob) -> int | None:
-    return job.status.ahead() if job.state == "queued" and job.status is not None and job.status.tickets else None
+    return job.progress.ahead() if job.state == "queued" and job.progress is not None and job.progress.tickets else None
 
 
 def _number(raw: str, lo: int, hi: int, lang: str) -> int:

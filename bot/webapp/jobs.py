@@ -9,13 +9,13 @@ still says how a job ended (bot/webapp/api.py reads it there).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.flow.access import Refusal
+from bot.flow.drawn import Drawn
+from bot.flow.progress import Progress
+from bot.flow.requests import Failed, Request
 from bot.words.catalogue import known, t
-from bot.chat.replies import Drawn
-from bot.chat.status import Status
-from bot.flow.requests import Request
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons, ShownResult
 
@@ -32,7 +32,7 @@ def page_sentence(lang: str, code: str, values: dict[str, object]) -> str:
 class AppJob:
     user_id: int
     lang: str
-    status: Status | None = None  # while it is being answered: its place in the queue
+    progress: Progress | None = None  # while it is being answered: its place in the queue
     result: str | None = None  # ended well: the new result's id ("" when the job makes none: a send, style tiles)
     error: str | None = None  # ended badly: the sentence the page shows
     ended_at: float | None = None
@@ -41,15 +41,14 @@ class AppJob:
     def state(self) -> str:
         if self.ended_at is not None:
             return "failed" if self.error is not None else "done"
-        if self.status is not None and self.status.tickets and self.status.ahead() is None:
+        if self.progress is not None and self.progress.tickets and self.progress.ahead() is None:
             return "drawing"
         return "queued"
 
 
 class AppJobs:
-    """The jobs the page started, by job id. The runner tells it about every request; it keeps only those
-    it was asked to :meth:`track`, except that a result drawn for the page always gets its id (a recovered
-    job, which nobody tracks any more, still shows up in the page's list)."""
+    """The jobs the page started, by job id: the runner's onlooker (bot/flow/answering.py). It hears about
+    every request, and keeps only those it was asked to :meth:`track`."""
 
     def __init__(self, buttons: ResultButtons[ConvertSettings]) -> None:
         self.buttons = buttons
@@ -61,7 +60,7 @@ class AppJobs:
             del self._jobs[old]
         self._jobs[job_id] = AppJob(user_id, lang)
 
-    def tracks(self, job_id: str) -> bool:
+    def follows(self, job_id: str) -> bool:
         """Whether the page started this job (and so says its refusal: not the chat)."""
         return job_id in self._jobs
 
@@ -70,22 +69,31 @@ class AppJobs:
         job = self._jobs.get(job_id)
         return job if job is not None and job.user_id == user_id else None
 
-    def watch(self, job_id: str, status: Status) -> None:
+    def watch(self, job_id: str, progress: Progress) -> None:
         if (job := self._jobs.get(job_id)) is not None:
-            job.status = status
+            job.progress = progress
 
-    async def done(self, req: Request, done: Sequence[Drawn]) -> None:
-        """The request was answered: for a drawing the page asked for, the result's id, which is also its
+    async def kept(self, req: Request, d: Drawn) -> None:
+        """A drawing the page asked for was kept (bot/webapp/answers.py): its result's id, which is also its
         place in the page's list (the buttons table, as if it had been shown in the user's chat)."""
-        result = ""
-        if req.deliver == "app" and not req.preview and done:
-            d = done[0]
-            result = await self.buttons.id_for(ShownResult(req.user_id, d.sha256, d.style, req.settings,
-                                                           d.source.spoiler))
+        result = await self.buttons.id_for(ShownResult(req.user_id, d.sha256, d.style, req.settings,
+                                                       d.source.spoiler))
         if (job := self._jobs.get(req.job_id)) is not None:
             job.result = result
 
-    def failed(self, job_id: str, sentence: str) -> None:
+    def answered(self, req: Request) -> None:
+        """The request was answered; one that made no result for the page (a send, tiles) has none to show."""
+        if (job := self._jobs.get(req.job_id)) is not None and job.result is None:
+            job.result = ""
+
+    def refused(self, req: Request, refusal: Refusal) -> None:
+        self.say(req.job_id, page_sentence(req.lang, refusal.code, refusal.values))
+
+    def failed(self, req: Request, failed: Failed) -> None:
+        self.say(req.job_id, failed.text(req.lang))
+
+    def say(self, job_id: str, sentence: str) -> None:
+        """The sentence the page shows for the job, unless it has one already."""
         if (job := self._jobs.get(job_id)) is not None and job.error is None:
             job.error = sentence
 
@@ -93,7 +101,7 @@ class AppJobs:
         """The runner is done with it; a job that got neither a result nor a sentence is said to have failed."""
         if (job := self._jobs.get(job_id)) is None:
             return
-        job.status = None
+        job.progress = None
         job.ended_at = time.monotonic()
         if job.result is None and job.error is None:
             job.error = t(job.lang, "internal")

@@ -24,6 +24,7 @@ from bot.words.catalogue import t
 from bot.flow.results import face_share
 from bot.chat.keyboards import (ALBUM_MAX, ALL_STYLES, AVATAR, FULL_SIZE, PREVIEW_MINE, REDRAW, SET_LANG, SET_OPTION,
                                 SET_STYLE, STICKER, CUTOUT, album_styles, result_keyboard, style_keyboard, style_menu_text)
+from bot.flow.kinds.registry import plan
 from bot.flow.previews import PREVIEW_SETTINGS, compose, layout, sheet_key
 from bot.flow.requests import REQUEST_VERSION, Request, Source, request_from_json, request_to_json
 from bot.styles import Styles
@@ -135,29 +136,30 @@ def test_the_quota_counts_only_what_must_be_drawn(tmp_path: Path) -> None:
 
 
 def test_all_styles_and_previews_survive_the_journal_and_old_rows_still_read() -> None:
-    assert REQUEST_VERSION == 5
+    assert REQUEST_VERSION == 6
     src = Source("F1", "U1", 1234, sha256="ab" * 32)
     many = Request("9", 5, 5, 3, "en", "cute", (src,), ConvertSettings(max_side=320), query_id="q",
                    styles=("cute", "hayao_v3", "jp_face"))
     assert request_from_json(request_to_json(many)) == many
-    assert (many.units, [s for _, s in many.items], many.first(2).styles) == (3, ["cute", "hayao_v3", "jp_face"],
+    assert (plan(many).units(many), [s for _, s in many.items], many.first(2).styles) == (3, ["cute", "hayao_v3", "jp_face"],
                                                                                 ("cute", "hayao_v3"))
     sample = Request("10", 5, 5, 4, "zh", "hayao", (Source("", sha256="cd" * 32, sample=True),), PREVIEW_SETTINGS,
-                     styles=GALLERY, preview=True)
+                     styles=GALLERY, kind="preview")
     assert request_from_json(request_to_json(sample)) == sample
-    assert sample.units == 0 and len(sample.items) == len(GALLERY)
-    assert Request("11", 5, 5, 4, "en", "hayao", (src,), PREVIEW_SETTINGS, styles=GALLERY, preview=True).units == 1
+    assert plan(sample).units(sample) == 0 and len(sample.items) == len(GALLERY)
+    own = Request("11", 5, 5, 4, "en", "hayao", (src,), PREVIEW_SETTINGS, styles=GALLERY, kind="preview")
+    assert plan(own).units(own) == 1
     album = Request("12", 5, 5, 4, "en", "hayao", (src, Source("F2")), ConvertSettings())
-    assert (album.units, album.first(1).sources, album.drawn_styles) == (2, (src,), ("hayao",))
+    assert (plan(album).units(album), album.first(1).sources, album.drawn_styles) == (2, (src,), ("hayao",))
 
     clip = Request("13", 5, 5, 4, "en", "hayao", (Source("F3", kind="video", seconds=3.2),), ConvertSettings())
-    assert request_from_json(request_to_json(clip)) == clip and clip.units == 4  # a photo per second, started
-    for_the_page = Request("app-x", 5, 5, None, "en", "hayao", (src,), ConvertSettings(strength=40), deliver="app")
+    assert request_from_json(request_to_json(clip)) == clip and plan(clip).units(clip) == 4  # a photo per second
+    for_the_page = Request("app-x", 5, 5, None, "en", "hayao", (src,), ConvertSettings(strength=40), answer="app")
     assert request_from_json(request_to_json(for_the_page)) == for_the_page
 
     old = json.loads(request_to_json(album))  # as version 2 wrote it: no styles, no preview, no sample, no clips
     old["v"] = 2
-    for field in ("styles", "preview", "deliver"):
+    for field in ("styles", "kind", "answer"):
         del old[field]
     for s in old["sources"]:
         for field in ("sample", "kind", "seconds"):

@@ -62,7 +62,7 @@ def test_open_jobs_count_attempts_and_answered_ones_never_come_back(tmp_path: Pa
 
 def test_a_request_survives_the_journal_unchanged() -> None:
     req = Request("42", -100, 7, 3, "zh", "hayao", (Source("F1", "U1", 1234), Source("F2", sha256="ab" * 32)),
-                  ConvertSettings(max_side=512, faces=False, strength=75, keep_colours=True), as_document=True)
+                  ConvertSettings(max_side=512, faces=False, strength=75, keep_colours=True), kind="file")
     assert request_from_json(request_to_json(req)) == req
 
 
@@ -138,6 +138,30 @@ def test_a_request_written_by_an_older_version_still_reads() -> None:
         except StoredRequestError:
             continue
         raise AssertionError(f"{broken!r} was read")
+
+
+def test_a_request_of_version_5_reads_as_the_kind_of_job_its_flags_meant() -> None:
+    """A job left open by the release before kinds of job is resumed as what it was: the old flags and
+    settings name its kind, and ``deliver`` its way of answering."""
+    base = json.loads(request_to_json(Request("5", 5, 5, 3, "en", "hayao", (Source("F"),), ConvertSettings())))
+    for field in ("kind", "answer"):
+        del base[field]
+    base["v"] = 5
+
+    def read(settings: dict[str, object] | None = None, **flags: object) -> tuple[str, str]:
+        row = {**base, "settings": {**base["settings"], **(settings or {})}, **flags}
+        req = request_from_json(json.dumps(row))
+        return req.kind, req.answer
+
+    assert read() == ("photo", "chat")
+    assert read(as_document=True) == ("file", "chat")
+    assert read({"cut": "cutout", "fmt": "png"}, as_document=True) == ("cutout", "chat")
+    assert read({"cut": "sticker", "fmt": "webp"}) == ("sticker", "chat")
+    assert read({"avatar": True}) == ("avatar", "chat")
+    assert read(styles=["cute", "hayao"]) == ("styles", "chat")
+    assert read(styles=["cute", "hayao"], preview=True) == ("preview", "chat")
+    assert read(styles=["cute", "hayao"], preview=True, deliver="app") == ("tiles", "app")
+    assert read({"strength": 40}, deliver="app") == ("photo", "app")
 
 
 def test_a_database_of_the_first_schema_is_brought_up_to_date(tmp_path: Path) -> None:
