@@ -21,58 +21,59 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage.cache import Cache, result_key
+from storage.cache import result_key
 from storage.database import Database
 from storage.erasure import Erasure, Erasures
 from storage.journal import Journal
 from storage.retention import sweep
+from storage.stores import Stores
 
 DAY = 86400.0
 
 
-async def _bookkeeping(cache: Cache, n: int, rounds: int, holding: bool) -> float:
+async def _bookkeeping(stores: Stores, n: int, rounds: int, holding: bool) -> float:
     """Median seconds of one drawn photo's writes, from photo number ``n`` on."""
     times = []
     for i in range(n, n + rounds):
         sha = f"{i:064x}"
         key = result_key(sha, "hayao", "v1")
         started = time.perf_counter()
-        await cache.put(key, sha, "hayao", b"r" * 2048, 4, 4)
-        await cache.remember_upload(i % 997, f"U{i}", sha, f"FILE{i}")
+        await stores.results.put(key, sha, "hayao", b"r" * 2048, 4, 4)
+        await stores.uploads.remember_upload(i % 997, f"U{i}", sha, f"FILE{i}")
         if holding:
-            await cache.hold(i % 997, sha, key)
+            await stores.holdings.hold(i % 997, sha, key)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
 
-async def _fill(cache: Cache, users: int, photos: int) -> None:
+async def _fill(stores: Stores, users: int, photos: int) -> None:
     for u in range(users):
         for p in range(photos):
             sha = f"{u:032x}{p:032x}"
             key = result_key(sha, "hayao", "v1")
-            await cache.put(key, sha, "hayao", b"r" * 512, 4, 4)
-            await cache.remember_upload(10_000 + u, f"U{u}-{p}", sha, f"FILE{u}-{p}")
-            await cache.hold(10_000 + u, sha, key)
+            await stores.results.put(key, sha, "hayao", b"r" * 512, 4, 4)
+            await stores.uploads.remember_upload(10_000 + u, f"U{u}-{p}", sha, f"FILE{u}-{p}")
+            await stores.holdings.hold(10_000 + u, sha, key)
 
 
 async def run(users: int, photos: int, rounds: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-privacy-") as tmp:
         home = Path(tmp)
         db = await Database.open(home / "bot.db")
-        cache = Cache(db, home / "results", max_bytes=1 << 40)
+        stores = Stores.on(db, home / "results", max_bytes=1 << 40)
         journal = Journal(db)
         await db.pragma("secure_delete=OFF")
-        before = await _bookkeeping(cache, 1_000_000, rounds, holding=False)
+        before = await _bookkeeping(stores, 1_000_000, rounds, holding=False)
         await db.pragma("secure_delete=ON")
-        after = await _bookkeeping(cache, 2_000_000, rounds, holding=True)
-        await _fill(cache, users, photos)
+        after = await _bookkeeping(stores, 2_000_000, rounds, holding=True)
+        await _fill(stores, users, photos)
         lookups = []
         for u in range(rounds):
             started = time.perf_counter()
-            await cache.get(result_key(f"{u % users:032x}{0:032x}", "hayao", "v1"))
+            await stores.results.get(result_key(f"{u % users:032x}{0:032x}", "hayao", "v1"))
             lookups.append(time.perf_counter() - started)
         lookup = statistics.median(lookups)
-        erasures = Erasures(db, cache.results_dir)
+        erasures = Erasures(db, stores.results.results_dir)
         erasure = Erasure(1, 10_000, 10_000, "en")
         await erasures.begin(erasure)
         started = time.perf_counter()
@@ -80,7 +81,7 @@ async def run(users: int, photos: int, rounds: int) -> dict[str, float]:
         erase_s = time.perf_counter() - started
         await db.execute("UPDATE results SET created_at = created_at - 31 * 86400 WHERE rowid % 10 = 0")
         started = time.perf_counter()
-        swept = await sweep(db, cache.results_dir, 30 * DAY)
+        swept = await sweep(db, stores.results.results_dir, 30 * DAY)
         sweep_s = time.perf_counter() - started
         await db.close()
     return {"bookkeeping_before_ms": before * 1e3, "bookkeeping_after_ms": after * 1e3,

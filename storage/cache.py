@@ -1,12 +1,12 @@
-"""The result cache and per-user settings, in one SQLite file (aiosqlite, WAL).
+"""The result cache: drawn results on disk, and a row for each in the bot's SQLite file.
 
 A result is keyed by what determines its pixels: the sha256 of the photo's
 bytes, the style, and the version of the pipeline settings. Beside the file
 on disk we keep the Telegram ``file_id`` of the photo and document we sent,
-so a repeat is answered by reference, with no upload. Telegram's
-``file_unique_id`` is mapped to the content hash, so a photo sent again is
-recognised without downloading it. The result files are capped in total size
-and evicted least-recently-used first.
+so a repeat is answered by reference, with no upload. The result files are
+capped in total size and evicted least-recently-used first. Who asked for a
+result is storage/holdings.py's; which photo a Telegram file holds,
+storage/uploads.py's.
 """
 from __future__ import annotations
 
@@ -33,25 +33,6 @@ class CachedResult:
     face_share: float | None = None  # the largest face's size over the photo's short side (None: not looked for)
 
 
-@dataclass(frozen=True)
-class OwnResult:
-    """A result its user was sent, as inline mode offers it again: by Telegram's file id."""
-
-    key: str
-    style: str
-    kind: str  # what it was sent as: "photo", "sticker", or a clip's "animation", "video" or "video_note"
-    media_file_id: str
-
-
-@dataclass(frozen=True)
-class LastPhoto:
-    """The last photo a user had drawn: what /style previews every style on."""
-
-    content_sha256: str
-    file_id: str  # fetches it again
-    spoiler: bool  # it came with a spoiler, so its preview sheet does too
-
-
 def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
     return f"{content_sha256}:{style}:{pipeline_version}"
 
@@ -61,16 +42,14 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-class Cache:
-    """The results on disk and what the bot knows of photos and users, on the bot's :class:`Database`."""
+class ResultCache:
+    """The result files and their rows, on the bot's :class:`Database`."""
 
     def __init__(self, db: Database, results_dir: Path, max_bytes: int = 2 << 30) -> None:
         results_dir.mkdir(parents=True, exist_ok=True)
         self._db = db
         self.results_dir = results_dir
         self.max_bytes = max_bytes
-
-    # --- results ----------------------------------------------------------------
 
     async def get(self, key: str) -> CachedResult | None:
         """The cached result for ``key``, marking it recently used; None if absent or its file is gone."""
@@ -158,123 +137,3 @@ class Cache:
             (self.results_dir / filename).unlink(missing_ok=True)
             await tx.execute("DELETE FROM results WHERE key = ?", (key,))
             total -= size
-
-    async def hold(self, user_id: int, content_sha256: str, key: str = "") -> None:
-        """Note that ``user_id`` asked for this photo, and with ``key`` for this result of it, in one
-        commit: /forget erases what only they hold, and leaves what another user holds too
-        (storage/erasure.py)."""
-        now = time.time()
-        # One execute each, not executemany: under a burst, Python's sqlite3 failed an executemany
-        # now and then with "bad parameter or other API misuse" (bench.load caught it).
-        async with self._db.transaction() as tx:
-            for k in dict.fromkeys(("", key)):
-                await tx.execute(
-                    "INSERT INTO holdings (user_id, content_sha256, result_key, used_at) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT DO UPDATE SET used_at = excluded.used_at",
-                    (user_id, content_sha256, k, now),
-                )
-
-    async def holds(self, user_id: int, content_sha256: str) -> bool:
-        """Whether ``user_id`` asked for this photo (sent it, or asked /anime for it in a group)."""
-        return await self._db.fetchone("SELECT 1 FROM holdings WHERE user_id = ? AND content_sha256 = ? LIMIT 1",
-                                       (user_id, content_sha256)) is not None
-
-    async def own_results(self, user_id: int, limit: int, offset: int = 0, style: str | None = None
-                          ) -> list[OwnResult]:
-        """The results ``user_id`` asked for and was sent (so Telegram has a file id for them), newest
-        first, ``limit`` from ``offset`` on, only of ``style`` when given; preview sheets are not results."""
-        rows = await self._db.fetchall(
-            "SELECT r.key, r.style, r.media_kind, r.media_file_id FROM holdings h JOIN results r ON r.key = h.result_key"
-            " WHERE h.user_id = ? AND r.media_file_id IS NOT NULL AND r.media_kind IS NOT NULL AND r.style NOT LIKE '@%'"
-            " AND (? IS NULL OR r.style = ?)"
-            " ORDER BY h.used_at DESC, r.key LIMIT ? OFFSET ?",
-            (user_id, style, style, limit, offset),
-        )
-        return [OwnResult(key, style_, kind, file_id) for key, style_, kind, file_id in rows]
-
-    # --- Telegram file identities ----------------------------------------------
-
-    async def remember_upload(self, user_id: int, file_unique_id: str, content_sha256: str, file_id: str) -> None:
-        """Remember which bytes a Telegram file holds, how to fetch them again for a re-render, and that
-        ``user_id`` sent it (their /forget deletes it, another sender's copy of the same bytes stays)."""
-        await self._db.execute(
-            "INSERT INTO uploads (file_unique_id, user_id, content_sha256, file_id, seen_at) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT DO UPDATE SET file_id = excluded.file_id, seen_at = excluded.seen_at",
-            (file_unique_id, user_id, content_sha256, file_id, time.time()),
-        )
-
-    async def file_id_of(self, content_sha256: str) -> str | None:
-        """The Telegram file_id that fetches these bytes again (for a redraw), newest first."""
-        row = await self._db.fetchone(
-            "SELECT file_id FROM uploads WHERE content_sha256 = ? ORDER BY seen_at DESC LIMIT 1", (content_sha256,)
-        )
-        return row[0] if row else None
-
-    async def content_of(self, file_unique_id: str) -> str | None:
-        row = await self._db.fetchone(
-            "SELECT content_sha256 FROM uploads WHERE file_unique_id = ?", (file_unique_id,)
-        )
-        return row[0] if row else None
-
-    # --- users and stats ----------------------------------------------------------
-
-    async def user_prefs(self, user_id: int) -> tuple[str | None, str | None]:
-        """(style, language) the user chose, each None if never set."""
-        row = await self._db.fetchone("SELECT style, lang FROM users WHERE user_id = ?", (user_id,))
-        return (row[0], row[1]) if row else (None, None)
-
-    async def set_user_style(self, user_id: int, style: str) -> None:
-        await self._db.execute(
-            "INSERT INTO users (user_id, style) VALUES (?, ?) ON CONFLICT(user_id) DO UPDATE SET style = excluded.style",
-            (user_id, style),
-        )
-
-    async def set_user_lang(self, user_id: int, lang: str) -> None:
-        await self._db.execute(
-            "INSERT INTO users (user_id, lang) VALUES (?, ?) ON CONFLICT(user_id) DO UPDATE SET lang = excluded.lang",
-            (user_id, lang),
-        )
-
-    async def render_prefs(self, owner_id: int) -> dict[str, int]:
-        """The drawing options a user or group set with /settings; absent ones are not in the dict."""
-        row = await self._db.fetchone(
-            "SELECT faces, strength, keep_colours FROM render_prefs WHERE owner_id = ?", (owner_id,)
-        )
-        names = ("faces", "strength", "keep_colours")
-        return {n: int(v) for n, v in zip(names, row) if v is not None} if row else {}
-
-    async def set_render_pref(self, owner_id: int, name: str, value: int) -> None:
-        if name not in ("faces", "strength", "keep_colours"):
-            raise ValueError(f"unknown option {name!r}")
-        await self._db.execute(
-            f"INSERT INTO render_prefs (owner_id, {name}) VALUES (?, ?)"
-            f" ON CONFLICT(owner_id) DO UPDATE SET {name} = excluded.{name}",
-            (owner_id, value),
-        )
-
-    async def set_last_photo(self, user_id: int, content_sha256: str, spoiler: bool = False) -> None:
-        """Remember the photo the user had drawn last (by content, and whether it came with a spoiler),
-        for a preview of every style on it."""
-        await self._db.execute(
-            "INSERT INTO users (user_id, last_photo, last_photo_spoiler) VALUES (?, ?, ?)"
-            " ON CONFLICT(user_id) DO UPDATE SET last_photo = excluded.last_photo,"
-            " last_photo_spoiler = excluded.last_photo_spoiler",
-            (user_id, content_sha256, int(spoiler)),
-        )
-
-    async def last_photo(self, user_id: int) -> LastPhoto | None:
-        """The user's last photo, with a file_id that fetches it again; None if none."""
-        row = await self._db.fetchone("SELECT last_photo, last_photo_spoiler FROM users WHERE user_id = ?", (user_id,))
-        if row is None or row[0] is None:
-            return None
-        file_id = await self.file_id_of(row[0])
-        return LastPhoto(row[0], file_id, bool(row[1])) if file_id else None
-
-    async def bump(self, name: str, by: int = 1) -> None:
-        await self._db.execute(
-            "INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + ?",
-            (name, by, by),
-        )
-
-    async def stats(self) -> dict[str, int]:
-        return {name: value for name, value in await self._db.fetchall("SELECT name, value FROM stats")}

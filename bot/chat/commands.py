@@ -56,7 +56,7 @@ async def stats_command(incoming: Incoming) -> None:
     now = time.time()
     journal, pool = st.runner.journal, st.runner.pool
     hour, ten_min, day = [await journal.counts_since(now - span) for span in (3600, 600, 86400)]
-    counters = await st.cache.stats()
+    counters = await st.stores.counters.all()
     hits, converted = counters.get("cache_hits", 0), counters.get("converted", 0)
     problems = ", ".join(f"{code} {n}" for code, n in day.top_outcomes) or t(lang, "none")
     by_user = ", ".join(f"{uid} {n}" for uid, n in pool.queue.by_user().most_common(10)) or t(lang, "none")
@@ -110,7 +110,7 @@ async def style_command(incoming: Incoming) -> None:
             sources=(Source("", sha256=st.styles.sample_sha256, sample=True),),
         ))
         return
-    own = await st.cache.last_photo(user.id) is not None
+    own = await st.stores.users.last_photo(user.id) is not None
     await message.reply_text(keyboards.style_menu_text(st.styles, current, lang, own),
                              reply_markup=keyboards.style_keyboard(st.styles, current, user.id, lang, own))
 

@@ -28,8 +28,8 @@ from bot.flow.runner import JobRunner
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons
-from storage.cache import Cache
 from storage.database import Database
+from storage.stores import Stores
 
 log = logging.getLogger("animebot.handlers")
 
@@ -40,7 +40,7 @@ class BotState:
 
     runner: JobRunner
     db: Database  # the bot's SQLite file, which every store below works on (storage/database.py)
-    cache: Cache
+    stores: Stores  # results, holdings, uploads, users' settings, counters (storage/stores.py)
     buttons: ResultButtons[ConvertSettings]
     styles: Styles
     albums: AlbumCollector
@@ -72,18 +72,17 @@ def state(context: Context) -> BotState:
 async def user_lang(st: BotState, user: User | None) -> str:
     if user is None:
         return "en"
-    _, chosen = await st.cache.user_prefs(user.id)
-    return pick_lang(chosen, user.language_code)
+    return pick_lang((await st.stores.users.prefs(user.id)).lang, user.language_code)
 
 
 async def user_style(st: BotState, user: User | None) -> str:
-    chosen = (await st.cache.user_prefs(user.id))[0] if user else None
+    chosen = (await st.stores.users.prefs(user.id)).style if user else None
     return st.styles.resolve(chosen) or st.styles.default
 
 
 async def chat_settings(st: BotState, chat_id: int) -> ConvertSettings:
     """How photos are drawn in this chat (a private chat's id is its user's)."""
-    return st.styles.settings_for(await st.cache.render_prefs(chat_id))
+    return st.styles.settings_for(await st.stores.users.render_prefs(chat_id))
 
 
 async def answer_quietly(query: CallbackQuery, text: str | None = None, alert: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 Every result is offered by the file id Telegram gave it when the bot sent it, so nothing is
 uploaded again. The list is the user's alone: it comes from what they asked for (``holdings``,
-storage/cache.py), a group's result counting as the member's who asked, and Telegram is told it is
+storage/holdings.py), a group's result counting as the member's who asked, and Telegram is told it is
 personal, so no one else is ever shown it. A query's text picks a style, by its name in either
 language. The operator switches inline mode on with @BotFather's ``/setinline``.
 """
@@ -14,7 +14,7 @@ from telegram import (InlineQueryResultCachedMpeg4Gif, InlineQueryResultCachedPh
 from bot.chat.context import BotState, Context, state, user_lang
 from bot.words.catalogue import LANGS, t
 from bot.styles import Styles
-from storage.cache import OwnResult
+from storage.holdings import OwnResult
 
 PAGE = 20  # results a page; Telegram takes up to 50
 CACHE_S = 10  # how long Telegram may show a user the same answer: a new result appears soon after
@@ -34,7 +34,7 @@ async def inline_query(update: Update, context: Context) -> None:
     offset = int(query.offset) if query.offset.isascii() and query.offset.isdigit() and len(query.offset) <= 6 else 0
     text = query.query.strip()
     style = style_asked(st.styles, text)
-    found = await st.cache.own_results(query.from_user.id, PAGE, offset, style) if style or not text else []
+    found = await st.stores.holdings.own_results(query.from_user.id, PAGE, offset, style) if style or not text else []
     results = [r for r in (_shown(st, own, str(offset + i), lang) for i, own in enumerate(found)) if r is not None]
     button = None
     if not found and not offset:  # say why the list is empty, with the way to the bot

@@ -49,7 +49,7 @@ async def sticker_button(pressed: Pressed) -> None:
     (result_id,) = pressed.groups(1)
     message = pressed.query.message
     shown = await pressed.st.buttons.find(result_id, message.chat.id) if message is not None else None
-    if shown is not None and not await pressed.st.cache.holds(pressed.user.id, shown.content_sha256):
+    if shown is not None and not await pressed.st.stores.holdings.holds(pressed.user.id, shown.content_sha256):
         await answer_quietly(pressed.query, t(pressed.lang, "sticker_not_yours"), alert=True)
         return
     await result_button(pressed, result_id, None, "sticker")
@@ -88,7 +88,7 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
         others = tuple(keyboards.album_styles(st.styles, shown.style)) if shown is not None and kind == "styles" else ()
         if kind == "styles":
             style = others[0] if others else None
-        file_id = await st.cache.file_id_of(shown.content_sha256) if shown is not None else None
+        file_id = await st.stores.uploads.file_id_of(shown.content_sha256) if shown is not None else None
         if message is None or shown is None or style is None or file_id is None:
             await answer_quietly(query, t(lang, "button_expired"), alert=True)
             return
@@ -111,7 +111,7 @@ async def style_button(pressed: Pressed) -> None:
     style = st.styles.resolve(name)
     if await own_menu_choice(pressed, style is not None, owner, "/style"):
         assert style is not None
-        await st.cache.set_user_style(pressed.user.id, style)
+        await st.stores.users.set_style(pressed.user.id, style)
         text = t(lang, "style_set", style=st.styles.display(style, lang))
         # The menu stays, its tick moved: someone comparing styles may change their mind.
         old = getattr(query.message, "reply_markup", None)
@@ -135,7 +135,7 @@ async def preview_button(pressed: Pressed) -> None:
     if int(owner) != pressed.user.id:
         await answer_quietly(query, t(lang, "not_your_menu", command="/style"), alert=True)
         return
-    last = await st.cache.last_photo(pressed.user.id)
+    last = await st.stores.users.last_photo(pressed.user.id)
     if last is None:
         await answer_quietly(query, t(lang, "no_last_photo"), alert=True)
         return
@@ -161,7 +161,7 @@ async def lang_button(pressed: Pressed) -> None:
     """``l:LANG:UID``: set the language of the user the menu was sent to."""
     code, owner = pressed.groups(2)
     if await own_menu_choice(pressed, code in LANGS, owner, "/lang"):
-        await pressed.st.cache.set_user_lang(pressed.user.id, code)
+        await pressed.st.stores.users.set_lang(pressed.user.id, code)
         await pressed.query.edit_message_text(t(code, "lang_set"))
 
 
@@ -190,7 +190,7 @@ async def option_button(pressed: Pressed) -> None:
         await answer_quietly(query, t(lang, "settings_admins_only"), alert=True)
         return
     await answer_quietly(query)
-    await st.cache.set_render_pref(chat_id, name, int(value))
+    await st.stores.users.set_render_pref(chat_id, name, int(value))
     current = await chat_settings(st, chat_id)
     with contextlib.suppress(TelegramError):  # pressed twice: "message is not modified"
         await query.edit_message_text(keyboards.settings_text(current, lang),

@@ -32,7 +32,8 @@ from bot.styles import Styles
 from bot.words.catalogue import t
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons, ShownResult
-from storage.cache import Cache, CachedResult
+from storage.cache import CachedResult
+from storage.stores import Stores
 
 log = logging.getLogger("animebot.replies")
 
@@ -54,14 +55,14 @@ class _Notice:
 
 
 class Replies:
-    def __init__(self, bot: Bot, cache: Cache, buttons: ResultButtons[ConvertSettings], styles: Styles, stickers: Stickers,
+    def __init__(self, bot: Bot, stores: Stores, buttons: ResultButtons[ConvertSettings], styles: Styles, stickers: Stickers,
                  clip_s: float = 10.0, webapp_url: str | None = None) -> None:
         self.bot = bot
         self.webapp_url = webapp_url  # the Mini App's address: a button under each photo result opens it
         self.stickers = stickers
         self._told_oval: set[int] = set()  # chats told this run that stickers are cut as an oval
         self.clip_s = clip_s  # the longest clip drawn, for the note under one cut short
-        self.cache = cache
+        self.stores = stores
         self.buttons = buttons
         self.styles = styles
         self._notices: dict[tuple[int, str], _Notice] = {}
@@ -107,9 +108,9 @@ class Replies:
             res = d.result
             media = sent_as(msg)
             if media is not None and media[0] != res.media_file_id:
-                await self.cache.set_media(res.key, *media)
+                await self.stores.results.set_media(res.key, *media)
             if msg.document and msg.document.file_id != res.document_file_id:
-                await self.cache.set_document(res.key, msg.document.file_id)
+                await self.stores.results.set_document(res.key, msg.document.file_id)
 
     async def say(self, req: Request, text: str, markup: InlineKeyboardMarkup | None = None) -> Message:
         return await retrying(f"job {req.job_id}: sendMessage", lambda: self.bot.send_message(
@@ -151,7 +152,7 @@ class Replies:
     # --- the style menu and its previews ------------------------------------------------
 
     async def _style_markup(self, req: Request, offer_own: bool) -> tuple[InlineKeyboardMarkup, bool]:
-        own = offer_own and await self.cache.last_photo(req.user_id) is not None
+        own = offer_own and await self.stores.users.last_photo(req.user_id) is not None
         return style_keyboard(self.styles, req.style, req.user_id, req.lang, own), own
 
     async def sheet(self, req: Request, sheet: CachedResult, missing: int) -> Message:

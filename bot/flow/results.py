@@ -36,8 +36,9 @@ from inference.clip_settings import ClipLimits, ClipSettings
 from inference.clips import is_clip
 from inference.drawer import WorkOrder
 from inference.pipeline import Converted
-from storage.cache import Cache, CachedResult, result_key
+from storage.cache import CachedResult, result_key
 from storage.journal import Journal
+from storage.stores import Stores
 
 log = logging.getLogger("animebot.jobs")
 
@@ -55,11 +56,11 @@ Fetched = dict[Source, "asyncio.Task[bytes]"]  # each photo of a request downloa
 class Results:
     """Looks results up in the cache, and has the workers draw the rest."""
 
-    def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles,
+    def __init__(self, bot: Bot, pool: Pool, stores: Stores, journal: Journal, styles: Styles,
                  settings: FlowSettings, admission: Admission) -> None:
         self.bot = bot
         self.pool = pool
-        self.cache = cache
+        self.stores = stores
         self.journal = journal
         self.styles = styles
         self.clip_limits = settings.clip_limits
@@ -70,8 +71,8 @@ class Results:
         """For each drawing of the request, whether it must be drawn (neither cached nor being drawn);
         none for a preview whose sheet is cached."""
         shas = {src: await self.known_sha(src) for src in req.sources}
-        if plan(req).sheet and (sha := shas[req.sources[0]]) and await self.cache.has(previews.sheet_key_of(self.styles,
-                                                                                                        req, sha)):
+        if plan(req).sheet and (sha := shas[req.sources[0]]) and await self.stores.results.has(
+                previews.sheet_key_of(self.styles, req, sha)):
             return [False] * len(req.items)
         needs = []
         for src, style in req.items:
@@ -80,19 +81,19 @@ class Results:
                 needs.append(False)
                 continue
             key = result_key(sha, style, self.version(src, style, req)) if sha else None
-            needs.append(key is None or (key not in self._drawing and not await self.cache.has(key)))
+            needs.append(key is None or (key not in self._drawing and not await self.stores.results.has(key)))
         return needs
 
     async def known_sha(self, src: Source) -> str | None:
         """The photo's content hash without downloading it: given (a redraw), or from a file Telegram
         sent us before (same ``file_unique_id``)."""
-        return src.sha256 or (await self.cache.content_of(src.file_unique_id) if src.file_unique_id else None)
+        return src.sha256 or (await self.stores.uploads.content_of(src.file_unique_id) if src.file_unique_id else None)
 
     async def known(self, key: str) -> CachedResult | None:
         """The result for ``key`` from the cache, or from the same photo being drawn right now
         (a photo forwarded to the bot by many people at once is drawn once)."""
-        if hit := await self.cache.get(key):
-            await self.cache.bump("cache_hits")
+        if hit := await self.stores.results.get(key):
+            await self.stores.counters.bump("cache_hits")
             metrics.CACHE_LOOKUPS.labels("hit").inc()
             return hit
         if (drawing := self._drawing.get(key)) is not None:
@@ -100,7 +101,7 @@ class Results:
                 result = await asyncio.shield(drawing)
             except DrawingStopped:
                 return None  # the request drawing it was stopped (/forget, a stop), not this one: draw it here
-            await self.cache.bump("cache_hits")
+            await self.stores.counters.bump("cache_hits")
             metrics.CACHE_LOOKUPS.labels("hit").inc()
             return result
         return None
@@ -115,7 +116,7 @@ class Results:
         """
         drawn = await self._result(req, src, style, job, progress, reservation, fetched)
         if not src.sample:  # the registry's sample photo is the bot's own, nobody's to forget
-            await self.cache.hold(req.user_id, drawn.sha256, drawn.result.key)
+            await self.stores.holdings.hold(req.user_id, drawn.sha256, drawn.result.key)
         return drawn
 
     async def _result(self, req: Request, src: Source, style: str, job: RunningJob, progress: Progress,
@@ -149,8 +150,8 @@ class Results:
         photo are theirs, even if it is never drawn, and their /forget erases both. Noted on a cache hit
         too: a file forwarded from someone who later says /forget stays fetchable for this user."""
         if src.file_unique_id:
-            await self.cache.remember_upload(req.user_id, src.file_unique_id, sha, src.file_id)
-            await self.cache.hold(req.user_id, sha)
+            await self.stores.uploads.remember_upload(req.user_id, src.file_unique_id, sha, src.file_id)
+            await self.stores.holdings.hold(req.user_id, sha)
 
     async def data(self, req: Request, src: Source, fetched: Fetched) -> bytes:
         """The photo's bytes, downloaded once for all of a request's drawings of it."""
@@ -220,7 +221,7 @@ class Results:
         try:
             converted = await ticket.result
         except AnimebotError as exc:
-            await self.cache.bump(f"error:{exc.code}")
+            await self.stores.counters.bump(f"error:{exc.code}")
             if order.clip is not None:
                 metrics.CLIPS.labels("cancelled" if exc.code == "cancelled" else "failed").inc()
             raise Failed(exc.code, exc.message) from None
@@ -238,8 +239,9 @@ class Results:
         w, h = converted.output_size
         clip = converted.clip
         suffix = (".webm" if req.settings.cut else ".mp4") if clip else f".{req.settings.fmt}"
-        stored = await self.cache.put(key, sha, style, converted.data, w, h, suffix=suffix, face_share=face_share(converted))
-        await self.cache.bump("converted")
+        stored = await self.stores.results.put(key, sha, style, converted.data, w, h, suffix=suffix,
+                                               face_share=face_share(converted))
+        await self.stores.counters.bump("converted")
         passes = sum(1 for f in converted.faces if f["pass"])
         self.pool.settle(ticket, passes, clip.drawn if clip else None)
         if clip is not None:

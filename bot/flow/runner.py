@@ -35,8 +35,8 @@ from bot.flow.running import RunningJob, RunningJobs
 from bot.flow.sheets import Sheets
 from bot.service import metrics
 from bot.styles import Styles
-from storage.cache import Cache
 from storage.journal import Journal
+from storage.stores import Stores
 
 log = logging.getLogger("animebot.jobs")
 
@@ -49,19 +49,19 @@ class JobRunner:
     a crash or a stop run again from :meth:`recover`.
     """
 
-    def __init__(self, bot: Bot, pool: Pool, cache: Cache, journal: Journal, styles: Styles,
+    def __init__(self, bot: Bot, pool: Pool, stores: Stores, journal: Journal, styles: Styles,
                  ways: Mapping[str, Way], onlooker: Onlooker, settings: FlowSettings) -> None:
         self.bot = bot
         self.pool = pool
-        self.cache = cache
+        self.stores = stores
         self.journal = journal
         self.ways = ways  # by the name a request gives (Request.answer)
         self.onlooker = onlooker  # hears about every job (the Mini App's page, of those it started)
         self.settings = settings
         self.jobs = RunningJobs(pool)
         self.admission = Admission(journal, pool, settings, self.jobs.forgetting)
-        self.results = Results(bot, pool, cache, journal, styles, settings, self.admission)
-        self.sheets = Sheets(cache, styles, self.results)
+        self.results = Results(bot, pool, stores, journal, styles, settings, self.admission)
+        self.sheets = Sheets(stores, styles, self.results)
         self.recovery = Recovery(bot, pool, journal, ways, self.jobs, self._resume)
         self._stopping = False
 
@@ -178,7 +178,7 @@ class JobRunner:
                     raise r
             stills = [d for d in done if not d.source.clip]  # a preview sheet is of a photo, never of a clip
             if stills and kind.keeps_photo:  # before the answer: a /style right after it offers this photo
-                await self.cache.set_last_photo(req.user_id, stills[-1].sha256, stills[-1].source.spoiler)
+                await self.stores.users.set_last_photo(req.user_id, stills[-1].sha256, stills[-1].source.spoiler)
             if failed:
                 self.onlooker.failed(req, failed[0])
             sent = await way.answer(req, ready or await kind.answer(req, done, failed, bench))

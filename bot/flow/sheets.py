@@ -15,14 +15,15 @@ from bot.flow.previews import SHEET_STYLE, compose, sheet_key_of, tile_label
 from bot.flow.requests import Failed, Request
 from bot.flow.results import Fetched, Results
 from bot.styles import Styles
-from storage.cache import Cache, CachedResult
+from storage.cache import CachedResult
+from storage.stores import Stores
 
 
 class Sheets:
     """Preview sheets: the cached one for a request, or one composed from its tiles and kept."""
 
-    def __init__(self, cache: Cache, styles: Styles, results: Results) -> None:
-        self.cache = cache
+    def __init__(self, stores: Stores, styles: Styles, results: Results) -> None:
+        self.stores = stores
         self.styles = styles
         self.results = results
 
@@ -45,11 +46,11 @@ class Sheets:
         data, w, h = await asyncio.to_thread(
             lambda: compose(original + [(label, path.read_bytes()) for label, path in tiles]))
         key = sheet_key_of(self.styles, req, done[0].sha256) + ("~partial" if failed else "")
-        sheet = await self.cache.put(key, done[0].sha256, SHEET_STYLE, data, w, h)
+        sheet = await self.stores.results.put(key, done[0].sha256, SHEET_STYLE, data, w, h)
         return await self._held(req, sheet, from_cache=False)
 
     async def _held(self, req: Request, sheet: CachedResult, from_cache: bool) -> Drawn:
         src = req.sources[0]
         if not src.sample:  # a sheet of the user's photo holds a small copy of it: theirs, for /forget
-            await self.cache.hold(req.user_id, sheet.key.split(":", 1)[0], sheet.key)
+            await self.stores.holdings.hold(req.user_id, sheet.key.split(":", 1)[0], sheet.key)
         return Drawn(src, sheet.key.split(":", 1)[0], SHEET_STYLE, sheet, from_cache=from_cache)

@@ -111,7 +111,7 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     server, poller = None, None
     desk = st.runner.onlooker
     assert isinstance(desk, AppJobs)  # bot/service/state.py makes the page's desk the runner's onlooker
-    webapp = WebApp(st, desk, Originals(app.bot, st.cache), cfg.token, Links(await st.runner.journal.secret())) \
+    webapp = WebApp(st, desk, Originals(app.bot, st.stores), cfg.token, Links(await st.runner.journal.secret())) \
         if cfg.webapp_url else None
     try:
         metrics.watch(st.runner.pool)
@@ -179,7 +179,7 @@ async def _chores(st: BotState, home: Path, keep_s: float) -> None:
             beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
         if time.monotonic() - last_prune > PRUNE_EVERY_S:
             await st.runner.journal.prune()
-            swept = await sweep(st.db, st.cache.results_dir, keep_s)
+            swept = await sweep(st.db, st.stores.results.results_dir, keep_s)
             if swept:
                 log.info("retention: deleted %d result(s), %d photo record(s), %d request(s), %d update content(s)"
                          " and %d stray file(s) older than %.0f day(s)", swept.results, swept.photos, swept.requests,

@@ -37,11 +37,11 @@ from bot.webapp.jobs import AppJobs
 from inference.drawer import DrawerSpec
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons
-from storage.cache import Cache
 from storage.database import Database
 from storage.erasure import Erasures
 from storage.journal import Journal
 from storage.stickers import StickerBook
+from storage.stores import Stores
 
 log = logging.getLogger("animebot")
 
@@ -55,7 +55,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     """Open the database, start the workers (they load their models), and wire the runner."""
     db = await Database.open(cfg.home / "bot.db")
     try:
-        cache = Cache(db, cfg.home / "results", cfg.cache_bytes)
+        stores = Stores.on(db, cfg.home / "results", cfg.cache_bytes)
         journal = Journal(db)
         pool = _pool(cfg, styles, await journal.secret())
         await pool.start()
@@ -68,13 +68,13 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     stickers = Stickers(app.bot, StickerBook(db), journal.secret)
-    replies = Replies(app.bot, cache, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url)
+    replies = Replies(app.bot, stores, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url)
     desk = AppJobs(buttons)  # what the Mini App's page is told about the jobs it started
     ways: dict[str, Way] = {"chat": ChatWay(app.bot, replies, journal), "app": PageWay(desk)}  # by Request.answer
-    runner = JobRunner(app.bot, pool, cache, journal, styles, ways, desk, settings)
+    runner = JobRunner(app.bot, pool, stores, journal, styles, ways, desk, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
-    forgetting = Forgetting(app.bot, runner, Erasures(db, cache.results_dir), limits)
-    st = BotState(runner, db, cache, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
+    forgetting = Forgetting(app.bot, runner, Erasures(db, stores.results.results_dir), limits)
+    st = BotState(runner, db, stores, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
                   scaled_out=bool(cfg.broker_url))
     app.bot_data.state = st
     await _register_commands(app)

@@ -67,7 +67,7 @@ class WebApp:
         self.links = links
         self.calls = Window(API_PER_MINUTE)
         self.fetches = Window(IMAGES_PER_MINUTE)
-        self.pictures = Pictures(st.cache, st.styles, originals)
+        self.pictures = Pictures(st.stores.results, st.styles, originals)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def mount(self, app: web.Application) -> None:
@@ -112,7 +112,7 @@ class WebApp:
         except Unauthorized as exc:
             log.info("webapp: refused a call to %s: %s", request.path, exc)
             raise web.HTTPUnauthorized(text="unauthorized") from None
-        lang = pick_lang((await self.st.cache.user_prefs(user.id))[1], user.language_code)
+        lang = pick_lang((await self.st.stores.users.prefs(user.id)).lang, user.language_code)
         if not self.st.access.allows(user.id, user.id):
             raise _error(web.HTTPForbidden, t(lang, "not_allowed"))
         if wait := self.calls.admit(user.id, time.monotonic()):
@@ -142,13 +142,13 @@ class WebApp:
                  if s.style in styles.names and not s.settings.cut and not s.settings.avatar
                  and s.settings.fmt in ("jpg", "png")]
         keys = [drawing_key(styles, s) for _, s in shown]
-        cached = await self.st.cache.peek(keys)
+        cached = await self.st.stores.results.peek(keys)
         return [(rid, s, cached[key]) for (rid, s), key in zip(shown, keys) if key in cached]
 
     async def _lookup(self, user_id: int, result_id: str) -> tuple[ShownResult[ConvertSettings], CachedResult] | None:
         """The result of this id, if it was shown in the user's chat and is still cached."""
         shown = await self.st.buttons.find(result_id, user_id)
-        found = await self.st.cache.peek([drawing_key(self.st.styles, shown)]) if shown is not None else {}
+        found = await self.st.stores.results.peek([drawing_key(self.st.styles, shown)]) if shown is not None else {}
         return (shown, next(iter(found.values()))) if shown is not None and found else None
 
     async def _find(self, user_id: int, result_id: str, lang: str) -> tuple[ShownResult[ConvertSettings], CachedResult]:
@@ -164,7 +164,7 @@ class WebApp:
         styles = self.st.styles
         pure = {rid: drawing_key(styles, s, strength=100, keep_colours=False) for rid, s, _ in rows
                 if s.settings.strength != 100 or s.settings.keep_colours}
-        based = await self.st.cache.peek(list(pure.values()))
+        based = await self.st.stores.results.peek(list(pure.values()))
         described = []
         for rid, shown, result in rows:
             s, image = shown.settings, self.links.image(user_id, rid, "image")
@@ -198,7 +198,7 @@ class WebApp:
         shown, _ = await self._find(user.id, rid, lang)
         names = list(self.st.styles.ordered)
         keys = [tile_key(self.st.styles, shown.content_sha256, n) for n in names]
-        drawn = await self.st.cache.peek(keys)
+        drawn = await self.st.stores.results.peek(keys)
         return _json({"styles": [{"name": n, "title": self.st.styles.display(n, lang),
                                   "image": self.links.image(user.id, rid, f"s.{n}") if key in drawn else None}
                                  for n, key in zip(names, keys)]})
@@ -209,7 +209,7 @@ class WebApp:
         """Draw the missing tiles of :meth:`_styles`: one photo of the quota for all of them, as /style's sheet."""
         user, lang = await self._caller(request)
         shown, _ = await self._find(user.id, request.match_info["id"], lang)
-        style = self.st.styles.resolve((await self.st.cache.user_prefs(user.id))[0]) or self.st.styles.default
+        style = self.st.styles.resolve((await self.st.stores.users.prefs(user.id)).style) or self.st.styles.default
         return await self._start(await self._request(user.id, lang, shown, style, PREVIEW_SETTINGS, kind="tiles",
                                                      styles=tuple(self.st.styles.ordered)))
 
@@ -240,7 +240,7 @@ class WebApp:
     async def _request(self, user_id: int, lang: str, shown: ShownResult[ConvertSettings], style: str,
                        settings: ConvertSettings, kind: str, answer: str = "app", styles: tuple[str, ...] = ()
                        ) -> Request:
-        file_id = await self.st.cache.file_id_of(shown.content_sha256)
+        file_id = await self.st.stores.uploads.file_id_of(shown.content_sha256)
         if file_id is None:
             raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
         return Request(job_id=f"app-{secrets.token_urlsafe(12)}", chat_id=user_id, user_id=user_id, reply_to=None,

@@ -21,7 +21,8 @@ from storage.errors import AnimebotError
 from bot.flow.requests import Failed
 from bot.flow.results import download
 from inference.imageio import decode
-from storage.cache import Cache, CachedResult, result_key
+from storage.cache import CachedResult, result_key
+from storage.stores import Stores
 
 log = logging.getLogger("animebot.webapp")
 
@@ -30,16 +31,16 @@ JPEG_QUALITY = 95  # the page blends it with the drawing pixel by pixel: kept cl
 
 
 class Originals:
-    def __init__(self, bot: Bot, cache: Cache) -> None:
+    def __init__(self, bot: Bot, stores: Stores) -> None:
         self.bot = bot
-        self.cache = cache
+        self.stores = stores
         self._making: dict[str, asyncio.Task[CachedResult | None]] = {}  # asked for twice at once: fetched once
 
     async def photo(self, user_id: int, content_sha256: str, width: int, height: int) -> CachedResult | None:
         """The photo of this hash at ``width`` x ``height``; None when Telegram no longer gives it."""
         key = result_key(content_sha256, PHOTO_STYLE, f"{width}x{height}q{JPEG_QUALITY}")
-        if (hit := await self.cache.get(key)) is not None:
-            await self.cache.hold(user_id, content_sha256, key)
+        if (hit := await self.stores.results.get(key)) is not None:
+            await self.stores.holdings.hold(user_id, content_sha256, key)
             return hit
         making = self._making.get(key)
         if making is None:
@@ -47,7 +48,7 @@ class Originals:
             making.add_done_callback(lambda _: self._making.pop(key, None))
         result = await asyncio.shield(making)
         if result is not None:
-            await self.cache.hold(user_id, content_sha256, key)
+            await self.stores.holdings.hold(user_id, content_sha256, key)
         return result
 
     async def _make(self, key: str, content_sha256: str, width: int, height: int) -> CachedResult | None:
@@ -59,10 +60,10 @@ class Originals:
         except AnimebotError as exc:  # it was drawn, so it decoded once; a decoder changed since, say
             log.warning("photo %s… cannot be shown again: %s", content_sha256[:12], exc)
             return None
-        return await self.cache.put(key, content_sha256, PHOTO_STYLE, scaled, width, height)
+        return await self.stores.results.put(key, content_sha256, PHOTO_STYLE, scaled, width, height)
 
     async def _fetch(self, content_sha256: str) -> bytes | None:
-        file_id = await self.cache.file_id_of(content_sha256)
+        file_id = await self.stores.uploads.file_id_of(content_sha256)
         if file_id is None:
             return None
         try:

@@ -23,7 +23,7 @@ from bot.styles import Styles
 from bot.webapp.photos import Originals
 from inference.pipeline import ConvertSettings
 from storage.buttons import ShownResult
-from storage.cache import Cache, CachedResult, result_key
+from storage.cache import CachedResult, ResultCache, result_key
 
 THUMB_SIDE = 240  # a list tile is a third of a phone's width, at twice its pixels
 THUMBS_KEPT = 512  # about 10 KB each
@@ -41,7 +41,7 @@ def tile_key(styles: Styles, content_sha256: str, style: str) -> str:
 
 
 class Pictures:
-    def __init__(self, cache: Cache, styles: Styles, originals: Originals) -> None:
+    def __init__(self, cache: ResultCache, styles: Styles, originals: Originals) -> None:
         self.cache = cache
         self.styles = styles
         self.originals = originals

@@ -13,26 +13,27 @@ import time
 from pathlib import Path
 
 from inference import scratch
-from storage.cache import Cache, result_key
+from storage.cache import result_key
 from storage.database import Database
 from storage.erasure import Erased, Erasure, Erasures
 from storage.journal import Journal
 from storage.retention import STRAY_FILE_S, Swept, sweep
+from storage.stores import Stores
 
 DAY = 86400.0
 KEEP_DAYS = 30
 
 
-async def keep_photo(db: Database, cache: Cache, journal: Journal, n: int, user_id: int) -> tuple[str, Path]:
+async def keep_photo(db: Database, stores: Stores, journal: Journal, n: int, user_id: int) -> tuple[str, Path]:
     """What the bot keeps once a user's photo was drawn and answered: the result and its file, the upload,
     the holdings, a button, the stored request and the update; returns the photo's hash and the file."""
     sha = f"{n:064x}"
     key = result_key(sha, "hayao", "v1")
-    stored = await cache.put(key, sha, "hayao", b"result bytes %d" % n, 4, 4)
-    await cache.remember_upload(user_id, f"U{n}", sha, f"FILE{n}")
-    await cache.hold(user_id, sha)
-    await cache.hold(user_id, sha, key)
-    await cache.set_last_photo(user_id, sha)
+    stored = await stores.results.put(key, sha, "hayao", b"result bytes %d" % n, 4, 4)
+    await stores.uploads.remember_upload(user_id, f"U{n}", sha, f"FILE{n}")
+    await stores.holdings.hold(user_id, sha)
+    await stores.holdings.hold(user_id, sha, key)
+    await stores.users.set_last_photo(user_id, sha)
     await db.execute("INSERT INTO buttons (id, chat_id, content_sha256, style, settings, created_at)"
                      " VALUES (?, ?, ?, 'hayao', '{}', ?)", (f"button{n:06d}", user_id, sha, time.time()))
     await journal.add_updates([(n, '{"update_id": %d, "message": {"caption": "private words %d"}}' % (n, n))])
@@ -64,9 +65,9 @@ def test_the_sweep_deletes_what_is_older_than_keep_days_and_nothing_younger(tmp_
 
     async def keep() -> list[tuple[str, Path]]:
         cache_db = await Database.open(db_path)
-        cache = Cache(cache_db, results)
+        stores = Stores.on(cache_db, results)
         journal = Journal(cache_db)
-        kept = [await keep_photo(cache_db, cache, journal, n, 700 + n) for n in (1, 2, 3)]
+        kept = [await keep_photo(cache_db, stores, journal, n, 700 + n) for n in (1, 2, 3)]
         await cache_db.close()
         return kept
 

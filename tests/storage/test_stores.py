@@ -1,12 +1,15 @@
-"""The SQLite result cache: a real file, real WAL, real eviction."""
+"""The stores of results, uploads, users' settings and counts (storage/stores.py): a real file, real WAL,
+real eviction."""
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 from pathlib import Path
 
-from storage.cache import Cache, result_key
+from storage.cache import result_key
 from storage.database import Database
+from storage.stores import Stores
+from storage.users import Prefs
 
 
 def run(coro):  # small helper: these tests are plain functions
@@ -16,30 +19,30 @@ def run(coro):  # small helper: these tests are plain functions
 def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
     async def scenario() -> None:
         cache_db = await Database.open(tmp_path / "bot.db")
-        cache = Cache(cache_db, tmp_path / "results")
+        stores = Stores.on(cache_db, tmp_path / "results")
         key = result_key("a" * 64, "hayao", "v1")
-        assert await cache.get(key) is None
-        stored = await cache.put(key, "a" * 64, "hayao", b"JPEGDATA", 720, 480)
+        assert await stores.results.get(key) is None
+        stored = await stores.results.put(key, "a" * 64, "hayao", b"JPEGDATA", 720, 480)
         assert stored.path.read_bytes() == b"JPEGDATA"
-        await cache.set_media(key, "PHOTO1", "photo")
-        await cache.set_document(key, "DOC1")
-        await cache.remember_upload(1, "uniq-1", "a" * 64, "FILE-1")
+        await stores.results.set_media(key, "PHOTO1", "photo")
+        await stores.results.set_document(key, "DOC1")
+        await stores.uploads.remember_upload(1, "uniq-1", "a" * 64, "FILE-1")
         await cache_db.close()
 
         again_db = await Database.open(tmp_path / "bot.db")
 
-        again = Cache(again_db, tmp_path / "results")
-        hit = await again.get(key)
+        again = Stores.on(again_db, tmp_path / "results")
+        hit = await again.results.get(key)
         assert hit is not None and (hit.media_file_id, hit.document_file_id) == ("PHOTO1", "DOC1")
         assert (hit.width, hit.height) == (720, 480)
-        assert await again.content_of("uniq-1") == "a" * 64
-        assert await again.content_of("uniq-2") is None
-        assert await again.file_id_of("a" * 64) == "FILE-1"
-        assert await again.file_id_of("b" * 64) is None
-        await again.set_render_pref(-100, "strength", 50)
-        await again.set_render_pref(-100, "faces", 0)
-        assert await again.render_prefs(-100) == {"strength": 50, "faces": 0}
-        assert await again.render_prefs(7) == {}
+        assert await again.uploads.content_of("uniq-1") == "a" * 64
+        assert await again.uploads.content_of("uniq-2") is None
+        assert await again.uploads.file_id_of("a" * 64) == "FILE-1"
+        assert await again.uploads.file_id_of("b" * 64) is None
+        await again.users.set_render_pref(-100, "strength", 50)
+        await again.users.set_render_pref(-100, "faces", 0)
+        assert await again.users.render_prefs(-100) == {"strength": 50, "faces": 0}
+        assert await again.users.render_prefs(7) == {}
         await again_db.close()
 
     run(scenario())
@@ -50,15 +53,15 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
 def test_least_recently_used_results_are_evicted_beyond_the_cap(tmp_path: Path) -> None:
     async def scenario() -> None:
         cache_db = await Database.open(tmp_path / "bot.db")
-        cache = Cache(cache_db, tmp_path / "results", max_bytes=2500)
+        stores = Stores.on(cache_db, tmp_path / "results", max_bytes=2500)
         keys = [result_key(f"{i:064d}", "hayao", "v1") for i in range(3)]
         for i, key in enumerate(keys[:2]):
-            await cache.put(key, f"{i:064d}", "hayao", b"x" * 1000, 10, 10)
-        assert await cache.get(keys[0]) is not None  # 0 is now more recent than 1
-        await cache.put(keys[2], f"{2:064d}", "hayao", b"x" * 1000, 10, 10)
-        assert await cache.get(keys[1]) is None  # evicted, file removed too
-        assert await cache.get(keys[0]) is not None and await cache.get(keys[2]) is not None
-        assert await cache.total_bytes() == 2000
+            await stores.results.put(key, f"{i:064d}", "hayao", b"x" * 1000, 10, 10)
+        assert await stores.results.get(keys[0]) is not None  # 0 is now more recent than 1
+        await stores.results.put(keys[2], f"{2:064d}", "hayao", b"x" * 1000, 10, 10)
+        assert await stores.results.get(keys[1]) is None  # evicted, file removed too
+        assert await stores.results.get(keys[0]) is not None and await stores.results.get(keys[2]) is not None
+        assert await stores.results.total_bytes() == 2000
         assert len(list((tmp_path / "results").rglob("*.jpg"))) == 2
         await cache_db.close()
 
@@ -68,11 +71,11 @@ def test_least_recently_used_results_are_evicted_beyond_the_cap(tmp_path: Path) 
 def test_a_result_whose_file_vanished_is_a_miss(tmp_path: Path) -> None:
     async def scenario() -> None:
         cache_db = await Database.open(tmp_path / "bot.db")
-        cache = Cache(cache_db, tmp_path / "results")
+        stores = Stores.on(cache_db, tmp_path / "results")
         key = result_key("b" * 64, "cute", "v1")
-        stored = await cache.put(key, "b" * 64, "cute", b"data", 1, 1)
+        stored = await stores.results.put(key, "b" * 64, "cute", b"data", 1, 1)
         stored.path.unlink()
-        assert await cache.get(key) is None
+        assert await stores.results.get(key) is None
         await cache_db.close()
 
     run(scenario())
@@ -81,14 +84,14 @@ def test_a_result_whose_file_vanished_is_a_miss(tmp_path: Path) -> None:
 def test_user_prefs_and_stats(tmp_path: Path) -> None:
     async def scenario() -> None:
         cache_db = await Database.open(tmp_path / "bot.db")
-        cache = Cache(cache_db, tmp_path / "results")
-        assert await cache.user_prefs(7) == (None, None)
-        await cache.set_user_style(7, "cute")
-        await cache.set_user_lang(7, "zh")
-        assert await cache.user_prefs(7) == ("cute", "zh")
-        await cache.bump("cache_hits")
-        await cache.bump("cache_hits", 2)
-        assert (await cache.stats())["cache_hits"] == 3
+        stores = Stores.on(cache_db, tmp_path / "results")
+        assert await stores.users.prefs(7) == Prefs(None, None)
+        await stores.users.set_style(7, "cute")
+        await stores.users.set_lang(7, "zh")
+        assert await stores.users.prefs(7) == Prefs("cute", "zh")
+        await stores.counters.bump("cache_hits")
+        await stores.counters.bump("cache_hits", 2)
+        assert (await stores.counters.all())["cache_hits"] == 3
         await cache_db.close()
 
     run(scenario())
@@ -99,17 +102,17 @@ def test_results_of_one_photo_with_other_settings_are_files_of_their_own(tmp_pat
     and evicting one leaves the other's intact."""
     async def scenario() -> None:
         cache_db = await Database.open(tmp_path / "bot.db")
-        cache = Cache(cache_db, tmp_path / "results", max_bytes=2500)
+        stores = Stores.on(cache_db, tmp_path / "results", max_bytes=2500)
         sha = "c" * 64
         full, half = result_key(sha, "hayao", "v1-s100"), result_key(sha, "hayao", "v1-s50")
-        first = await cache.put(full, sha, "hayao", b"FULL" * 250, 10, 10)
-        second = await cache.put(half, sha, "hayao", b"HALF" * 250, 10, 10)
+        first = await stores.results.put(full, sha, "hayao", b"FULL" * 250, 10, 10)
+        second = await stores.results.put(half, sha, "hayao", b"HALF" * 250, 10, 10)
         assert first.path != second.path
-        assert (await cache.get(full)).path.read_bytes() == b"FULL" * 250
-        assert (await cache.get(half)).path.read_bytes() == b"HALF" * 250
-        await cache.put(result_key("d" * 64, "hayao", "v1"), "d" * 64, "hayao", b"x" * 1000, 10, 10)
-        assert await cache.get(full) is None  # the least recently used went...
-        assert (await cache.get(half)).path.read_bytes() == b"HALF" * 250  # ...and took nothing else with it
+        assert (await stores.results.get(full)).path.read_bytes() == b"FULL" * 250
+        assert (await stores.results.get(half)).path.read_bytes() == b"HALF" * 250
+        await stores.results.put(result_key("d" * 64, "hayao", "v1"), "d" * 64, "hayao", b"x" * 1000, 10, 10)
+        assert await stores.results.get(full) is None  # the least recently used went...
+        assert (await stores.results.get(half)).path.read_bytes() == b"HALF" * 250  # ...and took nothing else with it
         await cache_db.close()
 
     run(scenario())
@@ -134,12 +137,12 @@ def test_a_last_photo_that_was_a_clip_is_forgotten_and_spoilers_are_kept(tmp_pat
 
     async def scenario() -> None:
         cache_db = await Database.open(tmp_path / "bot.db")
-        cache = Cache(cache_db, tmp_path / "results")
-        assert await cache.last_photo(1) is None
-        kept = await cache.last_photo(2)
+        stores = Stores.on(cache_db, tmp_path / "results")
+        assert await stores.users.last_photo(1) is None
+        kept = await stores.users.last_photo(2)
         assert kept is not None and (kept.content_sha256, kept.file_id, kept.spoiler) == ("p" * 64, "F-photo.jpg", False)
-        await cache.set_last_photo(2, "p" * 64, spoiler=True)
-        assert (await cache.last_photo(2)).spoiler  # type: ignore[union-attr]
+        await stores.users.set_last_photo(2, "p" * 64, spoiler=True)
+        assert (await stores.users.last_photo(2)).spoiler  # type: ignore[union-attr]
 
         buttons = ResultButtons(cache_db, ConvertSettings)
         plain = ShownResult(5, "p" * 64, "hayao", ConvertSettings())
