@@ -52,16 +52,22 @@ class ResultCache:
         self.max_bytes = max_bytes
 
     async def get(self, key: str) -> CachedResult | None:
-        """The cached result for ``key``, marking it recently used; None if absent or its file is gone."""
+        """The cached result for ``key``, marking it recently used; None if absent or its file is gone.
+
+        A miss only reads: it begins no write transaction, so it never waits for the file's write lock
+        behind another connection's write. It still takes the database's lock, as every read does:
+        on the one shared connection, a read between another task's statements would see their
+        write before it is committed, or rolled back (storage/database.py). A hit is marked used in a
+        transaction of its own, which looks for the file again: a result evicted in between is a miss.
+        """
+        row = await self._db.fetchone(
+            "SELECT filename, width, height, media_file_id, document_file_id, face_share FROM results"
+            " WHERE key = ?", (key,),
+        )
+        if row is None:
+            return None
+        path = self.results_dir / row[0]
         async with self._db.transaction() as tx:
-            async with tx.execute(
-                "SELECT filename, width, height, media_file_id, document_file_id, face_share FROM results"
-                " WHERE key = ?", (key,),
-            ) as cur:
-                row = await cur.fetchone()
-            if row is None:
-                return None
-            path = self.results_dir / row[0]
             if not path.is_file():
                 await tx.execute("DELETE FROM results WHERE key = ?", (key,))
                 return None

@@ -3,6 +3,7 @@ real eviction."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -77,6 +78,27 @@ def test_a_result_whose_file_vanished_is_a_miss(tmp_path: Path) -> None:
         stored.path.unlink()
         assert await stores.results.get(key) is None
         await cache_db.close()
+
+    run(scenario())
+
+
+def test_a_miss_is_answered_while_another_connection_writes(tmp_path: Path) -> None:
+    """Looking up a result that is not there writes nothing, so it needs no write lock on the file: another
+    connection in the middle of a write (an operator's sqlite3, a tool) does not hold it up. A hit still
+    waits its turn, since it marks the result used."""
+    path = tmp_path / "bot.db"
+
+    async def scenario() -> None:
+        db = await Database.open(path)
+        try:
+            stores = Stores.on(db, tmp_path / "results")
+            with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:
+                other.execute("BEGIN IMMEDIATE")
+                other.execute("INSERT INTO stats (name, value) VALUES ('written elsewhere', 1)")
+                assert await stores.results.get(result_key("e" * 64, "hayao", "v1")) is None
+                other.execute("ROLLBACK")
+        finally:
+            await db.close()
 
     run(scenario())
 
