@@ -54,7 +54,7 @@ async def stats_command(incoming: Incoming) -> None:
         await incoming.message.reply_text(t(lang, "admins_only"))
         return
     now = time.time()
-    journal, pool = st.runner.journal, st.runner.pool
+    journal, pool = st.journal, st.pool
     hour, ten_min, day = [await journal.counts_since(now - span) for span in (3600, 600, 86400)]
     counters = await st.stores.counters.all()
     hits, converted = counters.get("cache_hits", 0), counters.get("converted", 0)

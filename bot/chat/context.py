@@ -24,11 +24,13 @@ from bot.updates.albums import AlbumCollector
 from bot.words.catalogue import pick_lang
 from bot.chat.repeats import Presses
 from bot.flow.forgetting import Forgetting
+from bot.drawing.pool import Pool
 from bot.flow.runner import JobRunner
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons
 from storage.database import Database
+from storage.journal import Journal
 from storage.stores import Stores
 
 log = logging.getLogger("animebot.handlers")
@@ -38,7 +40,9 @@ log = logging.getLogger("animebot.handlers")
 class BotState:
     """What every handler needs, kept in ``application.bot_data`` (bot/service/state.py builds it)."""
 
-    runner: JobRunner
+    runner: JobRunner  # requests in: a handler's only way to have anything drawn or answered
+    journal: Journal  # updates and jobs (storage/journal.py): /status, /privacy, the page's job list
+    pool: Pool  # the workers, for /status and health (bot/drawing/pool.py)
     db: Database  # the bot's SQLite file, which every store below works on (storage/database.py)
     stores: Stores  # results, holdings, uploads, users' settings, counters (storage/stores.py)
     buttons: ResultButtons[ConvertSettings]

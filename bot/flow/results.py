@@ -13,7 +13,7 @@ import hashlib
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from telegram import Bot
 from telegram.error import BadRequest, NetworkError
@@ -51,6 +51,19 @@ class DrawingStopped(Exception):
 
 
 Fetched = dict[Source, "asyncio.Task[bytes]"]  # each photo of a request downloaded once, however many styles
+
+
+@dataclass(frozen=True)
+class Errand:
+    """One request being answered, as each of its drawings needs it: the request; its running job (for
+    Cancel and /forget); its progress (what the user is shown); its queue places, reserved at take-on
+    (None: recovered after a restart, it waits for room); and its photos' downloads."""
+
+    req: Request
+    job: RunningJob
+    progress: Progress
+    reservation: Reservation | None
+    fetched: Fetched
 
 
 class Results:
@@ -106,21 +119,20 @@ class Results:
             return result
         return None
 
-    async def result(self, req: Request, src: Source, style: str, job: RunningJob, progress: Progress,
-                     reservation: Reservation | None, fetched: Fetched) -> Drawn:
+    async def result(self, errand: Errand, src: Source, style: str) -> Drawn:
         """One photo's result in one style, from the cache, from the same drawing under way, or drawn;
         noted as the user's (their photo and this result of it), for /forget.
 
         A new request has its queue places reserved (at take-on); a
         recovered one was promised an answer, so it waits for room instead.
         """
-        drawn = await self._result(req, src, style, job, progress, reservation, fetched)
+        drawn = await self._result(errand, src, style)
         if not src.sample:  # the registry's sample photo is the bot's own, nobody's to forget
-            await self.stores.holdings.hold(req.user_id, drawn.sha256, drawn.result.key)
+            await self.stores.holdings.hold(errand.req.user_id, drawn.sha256, drawn.result.key)
         return drawn
 
-    async def _result(self, req: Request, src: Source, style: str, job: RunningJob, progress: Progress,
-                      reservation: Reservation | None, fetched: Fetched) -> Drawn:
+    async def _result(self, errand: Errand, src: Source, style: str) -> Drawn:
+        req = errand.req
         if style not in self.styles.names:  # a recovered request of a style uninstalled since
             raise Failed("style_unavailable")
         sha = await self.known_sha(src)
@@ -128,7 +140,7 @@ class Results:
         if sha and (known := await self.known(result_key(sha, style, version))):
             await self._received(req, src, sha)
             return Drawn(src, sha, style, known, from_cache=True)
-        data = await self.data(req, src, fetched)
+        data = await self.data(req, src, errand.fetched)
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         await self._received(req, src, sha)
         kind = await asyncio.to_thread(_kind_of, src, data)
@@ -143,7 +155,7 @@ class Results:
         metrics.CACHE_LOOKUPS.labels("miss").inc()  # the last look (the first may not know the hash): drawn now
         measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
         with self.admission.counted(req.user_id, measured.units - src.units if plan(req).units(req) else 0):
-            return await self._draw_shared(req, measured, style, key, sha, data, job, progress, reservation)
+            return await self._draw_shared(errand, measured, style, key, sha, data)
 
     async def _received(self, req: Request, src: Source, sha: str) -> None:
         """The user sent these bytes as this Telegram file (not a redraw of a result): the file and the
@@ -168,15 +180,13 @@ class Results:
         limits = self._clip_limits(req)
         return f"{version}|{src.kind}:{limits.max_seconds:g}s:{limits.max_fps:g}fps:{limits.max_side}px:{CLIP_REVISION}"
 
-    async def _draw_shared(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes,
-                           job: RunningJob, progress: Progress, reservation: Reservation | None) -> Drawn:
+    async def _draw_shared(self, errand: Errand, src: Source, style: str, key: str, sha: str, data: bytes) -> Drawn:
         """Draw it, letting any request that wants the same result meanwhile wait for this drawing."""
         drawing = asyncio.get_running_loop().create_future()
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
         try:
-            stored, animated, units, notes = await self._draw(req, src, style, key, sha, data, job, progress,
-                                                              reservation)
+            stored, animated, units, notes = await self._draw(errand, src, style, key, sha, data)
             drawing.set_result(stored)
             return Drawn(src, sha, style, stored, from_cache=False, animated=animated, units=units, notes=notes)
         except asyncio.CancelledError:
@@ -201,11 +211,12 @@ class Results:
         await self.admission.weigh_clip(req, src, measured)
         return measured
 
-    async def _draw(self, req: Request, src: Source, style: str, key: str, sha: str, data: bytes, job: RunningJob,
-                    progress: Progress, reservation: Reservation | None) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
+    async def _draw(self, errand: Errand, src: Source, style: str, key: str, sha: str, data: bytes
+                    ) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
         """Queue the photo or clip on a worker, wait for it, and store the result; also whether it was an
         animated picture (its first frame drawn), how many photos of the quota it counts as, and what a
         clip's caption must say (cut short, sound lost)."""
+        req, job, reservation = errand.req, errand.job, errand.reservation
         order = WorkOrder(req.job_id, data, style, req.settings, self._clip_settings(src, req) if src.clip else None)
         try:
             if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
@@ -216,7 +227,7 @@ class Results:
             raise Failed("busy") from None
         job.tickets.append(ticket)
         if req.chat_id > 0:  # private chats only: in a group it would be noise, and eat
-            progress.add(ticket)  # into Telegram's 20 messages a minute per group
+            errand.progress.add(ticket)  # into Telegram's 20 messages a minute per group
         marking = asyncio.create_task(self._mark_running(req.job_id, ticket))
         try:
             converted = await ticket.result

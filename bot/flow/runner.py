@@ -30,7 +30,7 @@ from bot.flow.kinds.registry import plan
 from bot.flow.progress import Progress
 from bot.flow.recovery import Recovery
 from bot.flow.requests import Failed, Request
-from bot.flow.results import Fetched, Results
+from bot.flow.results import Errand, Fetched, Results
 from bot.flow.running import RunningJob, RunningJobs
 from bot.flow.sheets import Sheets
 from bot.service import metrics
@@ -167,10 +167,10 @@ class JobRunner:
         async with self._progress(req, way) as progress:
             fetched: Fetched = {}
             bench = _Bench(self.sheets, self.settings, fetched)
+            errand = Errand(req, job, progress, reservation, fetched)
             ready = await kind.ready(req, bench)  # a cached sheet: nothing to draw
             results = [] if ready is not None else await asyncio.gather(
-                *(self.results.result(req, src, style, job, progress, reservation, fetched)
-                  for src, style in kind.items(req)), return_exceptions=True)
+                *(self.results.result(errand, src, style) for src, style in kind.items(req)), return_exceptions=True)
             done = [r for r in results if isinstance(r, Drawn)]
             failed = [r for r in results if isinstance(r, Failed)]
             for r in results:

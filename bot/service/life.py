@@ -100,7 +100,7 @@ async def _initialize(app: Application, stop: asyncio.Event) -> bool:
 
 async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyncio.Event) -> None:
     """Recover, take updates until told to stop, then stop gracefully."""
-    intake = Intake(app, st.runner.journal)
+    intake = Intake(app, st.journal)
     if st.forgetting is not None:  # before any job resumes: a forgotten user's must not
         await st.forgetting.finish_pending()
     resumed = await st.runner.recover()
@@ -111,10 +111,10 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     server, poller = None, None
     desk = st.runner.onlooker
     assert isinstance(desk, AppJobs)  # bot/service/state.py makes the page's desk the runner's onlooker
-    webapp = WebApp(st, desk, Originals(app.bot, st.stores), cfg.token, Links(await st.runner.journal.secret())) \
+    webapp = WebApp(st, desk, Originals(app.bot, st.stores), cfg.token, Links(await st.journal.secret())) \
         if cfg.webapp_url else None
     try:
-        metrics.watch(st.runner.pool)
+        metrics.watch(st.pool)
         if cfg.webhook_url:
             server = await _start_webhook(app, cfg, intake, st, webapp)
         else:
@@ -126,7 +126,7 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
                 await app.bot.delete_webhook()
             except TelegramError as exc:
                 log.info("deleteWebhook not done (%s); polling anyway", exc.__class__.__name__)
-            offset = await st.runner.journal.next_offset()
+            offset = await st.journal.next_offset()
             poller = asyncio.create_task(poll(app, intake, offset, cfg.poll_timeout_s, ALLOWED_UPDATES))
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait([t for t in (poller, stopping) if t], return_when=asyncio.FIRST_COMPLETED)
@@ -163,7 +163,7 @@ async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotS
 
 
 def _health_report(st: BotState) -> dict[str, object]:
-    pool = st.runner.pool
+    pool = st.pool
     ok, workers = pool.healthy()
     return {"ok": ok, "workers": workers, "running": pool.running, "waiting": pool.waiting}
 
@@ -175,10 +175,10 @@ async def _chores(st: BotState, home: Path, keep_s: float) -> None:
     beat = heartbeat_path(home)
     last_prune = 0.0
     while True:
-        if st.runner.pool.healthy()[0]:
+        if st.pool.healthy()[0]:
             beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
         if time.monotonic() - last_prune > PRUNE_EVERY_S:
-            await st.runner.journal.prune()
+            await st.journal.prune()
             swept = await sweep(st.db, st.stores.results.results_dir, keep_s)
             if swept:
                 log.info("retention: deleted %d result(s), %d photo record(s), %d request(s), %d update content(s)"

@@ -74,8 +74,8 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     runner = JobRunner(app.bot, pool, stores, journal, styles, ways, desk, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     forgetting = Forgetting(app.bot, runner, Erasures(db, stores.results.results_dir), limits)
-    st = BotState(runner, db, stores, buttons, styles, albums, access, forgetting=forgetting, keep_days=cfg.keep_days,
-                  scaled_out=bool(cfg.broker_url))
+    st = BotState(runner, journal, pool, db, stores, buttons, styles, albums, access, forgetting=forgetting,
+                  keep_days=cfg.keep_days, scaled_out=bool(cfg.broker_url))
     app.bot_data.state = st
     await _register_commands(app)
     await _menu_button(app, cfg.webapp_url)
@@ -97,7 +97,7 @@ def _pool(cfg: Config, styles: Styles, secret: bytes) -> Pool:
 
 async def close_state(st: BotState) -> None:
     """Stop the workers, then close the database."""
-    await st.runner.pool.close()
+    await st.pool.close()
     await st.db.close()
 
 

@@ -280,12 +280,12 @@ class WebApp:
             (result,) = await self._described(user.id, [(job.result, *await self._find(user.id, job.result, lang))],
                                               lang)
         # Waiting on workers that are down (or a broker that is): the page says so rather than "next"
-        stalled = job.ended_at is None and not self.st.runner.pool.healthy()[0]
+        stalled = job.ended_at is None and not self.st.pool.healthy()[0]
         return _json({"state": job.state, "ahead": _ahead(job), "result": result, "error": job.error,
                       "stalled": stalled})
 
     async def _job_from_journal(self, job_id: str, user_id: int, lang: str) -> dict[str, Any]:
-        journal = self.st.runner.journal
+        journal = self.st.journal
         stored = await journal.job_request(job_id)
         try:
             req = request_from_json(stored) if stored is not None else None
@@ -296,7 +296,7 @@ class WebApp:
         state = await journal.job_state(job_id)
         if state in ("queued", "running"):
             return {"state": "queued" if state == "queued" else "drawing", "ahead": None, "result": None, "error": None,
-                    "stalled": not self.st.runner.pool.healthy()[0]}
+                    "stalled": not self.st.pool.healthy()[0]}
         if state != "done":
             return {"state": "failed", "ahead": None, "result": None, "error": t(lang, "internal"), "stalled": False}
         result = None
