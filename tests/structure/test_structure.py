@@ -124,3 +124,20 @@ def test_floors_run_one_way() -> None:
 def test_no_module_imports_itself_round() -> None:
     cycles = _cycles(_with_packages(_graph()))
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_flow_knows_no_way_of_answering() -> None:
+    """bot/flow/ defines the seams (bot/flow/answering.py); the chat and the Mini App implement them, so a
+    new way of answering or a change to one never reaches into the flow (docs/architecture.md, "The seams")."""
+    graph = _graph()
+    reaches = [f"{name} imports {target}" for name, targets in sorted(graph.items()) if name.startswith("bot.flow")
+               for target in sorted(targets) if target.startswith(("bot.chat", "bot.webapp"))]
+    assert "bot.flow.runner" in graph, "the flow's modules were not found"
+    assert not reaches, "the flow reaches into a way of answering:\n" + "\n".join(reaches)
+
+
+def test_only_the_database_commits() -> None:
+    """One transaction helper (storage/database.py) owns every commit, so a caller's statements land together."""
+    committing = sorted(str(path.relative_to(REPO)) for package in FLOORS for path in (REPO / package).rglob("*.py")
+                        if ".commit()" in path.read_text())
+    assert committing == ["storage/database.py"]
