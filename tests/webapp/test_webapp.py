@@ -183,7 +183,7 @@ def test_a_new_strength_is_drawn_through_the_queue_once_and_said_nowhere_else(ap
     assert (new["strength"], new["keep_colours"], new["style"]) == (40, False, "tiny") and new["id"] != first["id"]
     assert new["base"] is not None  # its full-strength drawing is cached: the page previews every strength exactly
     assert [r["id"] for r in app.results(uid)] == [new["id"], first["id"]]
-    rows = journal_rows(app.bot.home, "SELECT user_id, state, drawn, json_extract(request, '$.deliver') FROM jobs"
+    rows = journal_rows(app.bot.home, "SELECT user_id, state, drawn, json_extract(request, '$.answer') FROM jobs"
                         " WHERE job_id = ?", job)
     assert rows == [(uid, "done", 1, "app")]  # journalled, drawn by a worker, counted against the quota
     assert len(app.fake.messages_to(uid)) == chat_before  # no status message, no photo: the page shows it
