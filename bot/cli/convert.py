@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from storage.errors import AnimebotError
@@ -17,7 +18,9 @@ from inference.clips import FORMATS as CLIP_FORMATS
 from inference.clip_settings import ClipSettings
 from inference.clips import ConvertedClip, convert_clip, is_clip
 from inference.drawer import Drawer, DrawerSpec
-from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
+from inference.engine import load_upscaler
+from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, Converted, FaceTools
+from inference.upscale import Upscaler, upscale_file
 from weights.store import ModelStore, data_home, default_style
 
 
@@ -39,11 +42,14 @@ def convert(args: argparse.Namespace) -> int:
     store = ModelStore(data_home())
     style = args.style or default_style(store)
     store.require_style(style)
-    names = _Names(args, style)
+    names = _Names(args, f"{style}-hd" if args.hd else style)
     drawer = Drawer(DrawerSpec(store.home, args.backend, args.threads, style))  # the models, as the bot's workers load them
     model = drawer.model(style)
+    upscaler = load_upscaler(store, args.backend, args.threads) if args.hd else None
     faces: tuple[FaceTools | None, str] | None = None  # loaded with the first picture: clips skip the face pass
-    settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt=still_fmt, jpeg_quality=args.quality,
+    # HD doubles the drawing's own pixels: drawn to PNG (lossless), not to the output's JPEG.
+    settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt="png" if args.hd else still_fmt,
+                               jpeg_quality=args.quality,
                                faces=args.faces, strength=args.strength, keep_colours=args.keep_colours)
     clip_settings = ClipSettings(ClipLimits(args.max_seconds, args.fps, args.max_side or ClipLimits.max_side),
                                  clip_fmt, strength=args.strength, keep_colours=args.keep_colours)
@@ -53,6 +59,8 @@ def convert(args: argparse.Namespace) -> int:
         try:
             data = read_input(src)
             clip = is_clip(data)
+            if clip and upscaler is not None:
+                raise AnimebotError(f"{src} is a clip; --hd doubles pictures only", code="hd_clip")
             dest = names.next(src, clip_fmt if clip else still_fmt, clip)
             _check_destination(dest)
             if clip:
@@ -63,6 +71,8 @@ def convert(args: argparse.Namespace) -> int:
             faces = faces or _face_tools(drawer, style, args)
             face_tools, faces_skipped = faces
             result = convert_bytes(data, model, settings, face_tools)
+            if upscaler is not None:
+                result = _doubled(result, upscaler, still_fmt, args.quality)
             _write(dest, result.data)
         except AnimebotError as exc:
             failed += 1
@@ -95,6 +105,13 @@ def convert(args: argparse.Namespace) -> int:
             total = sum(result.timings.values())
             print(f"{src} -> {dest} ({w}x{h}, {result.style}, {result.backend}, {total:.1f} s)")
     return 1 if failed else 0
+
+
+def _doubled(drawn: Converted, upscaler: Upscaler, fmt: str, quality: int) -> Converted:
+    """The drawing doubled (``--hd``), as a ``fmt`` file; its timings gain the doubling's, as ``hd_s``."""
+    hd = upscale_file(drawn.data, upscaler, fmt, quality)
+    return replace(drawn, data=hd.data, output_size=hd.output_size,
+                   timings={**drawn.timings, "hd_s": sum(hd.timings.values())})
 
 
 def _report_clip(args: argparse.Namespace, src: Path, dest: Path, clip: ConvertedClip) -> None:
