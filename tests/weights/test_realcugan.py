@@ -2,8 +2,6 @@
 provisioned together, over real HTTP, like every model."""
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +12,7 @@ from weights.download import download
 from weights.provision import provision
 from weights.registry import builtin_entries
 from weights.store import ModelStore, WeightsError
+from testkit.file_server import serving
 from testkit.models import CUGAN_BIN, CUGAN_PARAM, MODELS
 
 
@@ -31,24 +30,8 @@ def files() -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def server(files: dict[str, bytes]) -> Iterator[str]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            body = files.get(self.path)
-            if body is None:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serving(files) as url:
+        yield url
 
 
 def _store(home: Path, server: str, weights_path: str = "/up2x.bin") -> ModelStore:
