@@ -1,9 +1,10 @@
 """HD's cost: Real-CUGAN 2x against the drawing it doubles, and against ncnn's own runtime; its memory.
 
-    python -m bench.hd --home DIR [--photo PATH] [--runs 3] [--threads 2] [--save OUT_DIR]
+    python -m bench.hd --home DIR [--photo PATH] [--runs 3] [--threads 2] [--save OUT_DIR] [--part speed|memory]
 
 DIR needs ``hayao`` and ``realcugan_up2x`` installed (and ``sketch`` for ``--save``). Times are
-min of ``--runs`` in one run, shapes compiled beforehand, every engine on the same ``--threads``:
+the best of ``--runs`` in one run, the engines taking turns in each round, shapes compiled
+beforehand, every engine on the same ``--threads``:
 
 - the drawing: Hayao's model pass on the photo at 720 px (as bench.styles times it);
 - HD of that drawing on OpenVINO, at its default precision (bf16 where the CPU has bfloat16
@@ -24,6 +25,7 @@ import io
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,14 +38,18 @@ PHOTO = PHOTOS / "town_1280x854.jpg"
 PANORAMA = ("town_1280x854.jpg", "street_1279x867.jpg", "square_512.jpg")
 
 
-def best(run: Callable[[], object], runs: int) -> float:
-    run()  # compiles the shape
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
+def best(engines: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
+    """Each engine's best time of ``runs``, the engines taking turns in every round, so that a CPU
+    shared with other work slows them alike; each runs once first (compiling its shape)."""
+    for run in engines.values():
         run()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for _ in range(runs):
+        for name, run in engines.items():
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+    return {name: min(t) for name, t in times.items()}
 
 
 def draw(home: Path, photo: bytes, max_side: int, style: str = "hayao", threads: int = 2) -> np.ndarray:
@@ -67,24 +73,29 @@ def speed(home: Path, photo: Path, runs: int, threads: int) -> None:
     store = ModelStore(home)
     img = resize(Image.open(photo).convert("RGB"), DEFAULT_MAX_SIDE)
     drawing = np.asarray(stylize(img, load_stylizer(store, "hayao", threads=threads)))
-    print(f"{photo.name} drawn at {img.width}x{img.height}; {threads} threads; min of {runs} runs")
+    print(f"{photo.name} drawn at {img.width}x{img.height}; {threads} threads; best of {runs} runs, taking turns")
     print("| engine | precision | drawing s | HD s | HD / drawing | HD / ncnn (defaults) |")
     print("|---|---|---|---|---|---|")
-    ncnn_s = {fp32: best(lambda r=ncnn_reference.load(CUGAN_PARAM, CUGAN_BIN, threads, fp32): r(drawing), runs)
-              for fp32 in (False, True)}
+    engines: dict[str, Callable[[], object]] = {}
+    for fp32 in (False, True):
+        reference = ncnn_reference.load(CUGAN_PARAM, CUGAN_BIN, threads, fp32)
+        engines[f"ncnn {'fp32' if fp32 else 'defaults'}"] = lambda r=reference: r(drawing)
     default = load_upscaler(store, threads=threads)
-    rows = [(precision_name(default.precision), default, load_stylizer(store, "hayao", threads=threads))]
-    if rows[0][0] != "fp32":
+    precisions = {precision_name(default.precision): (default, load_stylizer(store, "hayao", threads=threads))}
+    if "fp32" not in precisions:
         fp32_up, fp32_style = load_upscaler(store, threads=threads), load_stylizer(store, "hayao", threads=threads)
         force_fp32(fp32_up.model, fp32_style)
-        rows.append(("fp32", fp32_up, fp32_style))
-    for precision, up, style in rows:
-        draw_s, hd_s = best(lambda: stylize(img, style), runs), best(lambda: up(drawing), runs)
+        precisions["fp32"] = (fp32_up, fp32_style)
+    for precision, (up, style) in precisions.items():
+        engines[f"drawing {precision}"] = lambda s=style: stylize(img, s)
+        engines[f"hd {precision}"] = lambda u=up: u(drawing)
+    t = best(engines, runs)
+    for precision in precisions:
+        draw_s, hd_s = t[f"drawing {precision}"], t[f"hd {precision}"]
         print(f"| OpenVINO | {precision} | {draw_s:.2f} | {hd_s:.2f} | {hd_s / draw_s:.2f} | "
-              f"{hd_s / ncnn_s[False]:.2f} |")
-    for fp32, name in ((False, "defaults"), (True, "fp32")):
-        print(f"| ncnn | {name} | | {ncnn_s[fp32]:.2f} | | "
-              f"{ncnn_s[fp32] / ncnn_s[False]:.2f} |")
+              f"{hd_s / t['ncnn defaults']:.2f} |")
+    for name in ("defaults", "fp32"):
+        print(f"| ncnn | {name} | | {t[f'ncnn {name}']:.2f} | | {t[f'ncnn {name}'] / t['ncnn defaults']:.2f} |")
 
 
 def memory_child(home: Path, drawing: Path, threads: int, whole: bool) -> None:
@@ -149,6 +160,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--save", type=Path)
+    ap.add_argument("--part", choices=("speed", "memory"), help="only this part (default: both)")
     ap.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--whole", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -158,11 +170,11 @@ def main() -> None:
         return
     if args.save:
         save_crops(home, args.save, args.threads)
-    speed(home, args.photo, args.runs, args.threads)
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as scratch:
-        memory(home, args.threads, Path(scratch))
+    if args.part != "memory":
+        speed(home, args.photo, args.runs, args.threads)
+    if args.part != "speed":
+        with tempfile.TemporaryDirectory() as scratch:
+            memory(home, args.threads, Path(scratch))
 
 
 if __name__ == "__main__":

@@ -9,10 +9,9 @@ odd side one more reflected pixel (the net halves the size twice inside).
 A big picture is drawn in tiles that overlap by those 18 px, so each tile's
 result is what the whole picture's pass gives there, but for the squeeze-and-
 excite gates, which average over what the pass sees (a tile, not the
-picture): a tiled picture is a little different from an untiled one (the test
-and docs/benchmarks.md say how much), which is also how the ncnn program
-does it by default. Tiles start on even pixels, so the net's stride-2 grid is
-the whole picture's.
+picture): a tiled 720 x 480 drawing is 48 dB from one pass, far closer than
+any resize (docs/benchmarks.md, "HD"). Tiles start on even pixels, so the
+net's stride-2 grid is the whole picture's.
 """
 from __future__ import annotations
 
@@ -33,10 +32,11 @@ CONTEXT = 18  # px of context the net eats on each side
 SCALE = 2
 UPSCALER_NAME = "realcugan_up2x"  # what a result says drew it (Converted.style)
 # The most input pixels (context included) drawn in one pass. A pass's memory grows with its pixels:
-# the second UNet works at twice the size with 64 channels, about 4 KB a pixel in fp32 (a 720 x 480
-# drawing in one pass peaked at 1.5 GB; docs/benchmarks.md, "HD"). At 400 x 400 a tile peaks near a
-# 720 px drawing's own pass, while the overlap a tile computes twice costs about a tenth more time
-# on a 720 px drawing (smaller tiles cost more: 256 x 256 about a third).
+# the second UNet works at twice the size with 64 channels, about 2.4 KB an input pixel in fp32 (a
+# 720 x 480 drawing in one pass peaked at 1034 MB; docs/benchmarks.md, "HD"). At 400 x 400 a tile's
+# buffers are about 400 MB, and HD peaks near 500 MB on a 720 px drawing, a 1280 px one or a panorama
+# alike, while the overlap a tile computes twice costs about a tenth more pixels on a 720 px drawing
+# (tiles of 256 x 256 would cost a third more).
 TILE_PIXELS = 400 * 400
 
 
