@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from bot.styles import Styles
+from inference.pipeline import ConvertSettings
 from weights.download import download
 from weights.provision import provision
 from weights.registry import builtin_entries
 from weights.store import ModelStore, WeightsError
 from testkit.file_server import serving
-from testkit.models import CUGAN_BIN, CUGAN_PARAM, MODELS
+from testkit.models import CUGAN_BIN, CUGAN_PARAM, HAYAO_FILE, MODELS
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +84,13 @@ def test_provisioning_hd_installs_both_files_offline(tmp_path: Path, files: dict
     done = provision(store, ("realcugan_up2x",), baked=MODELS)
     assert [line.split(":")[0] for line in done] == ["realcugan_up2x", "realcugan_param"]
     assert store.is_installed(store.entry("realcugan_up2x"))
+
+
+def test_about_credits_hd_once_and_not_its_network_file(tmp_path: Path, files: dict[str, bytes]) -> None:
+    if not HAYAO_FILE.is_file():
+        pytest.skip(f"real model file {HAYAO_FILE} is absent (it lives in ../shared/models on CI)")
+    store = ModelStore(tmp_path)
+    for path in (HAYAO_FILE, CUGAN_PARAM, CUGAN_BIN):
+        store.import_file(path)
+    credited = [e.name for e in Styles.from_store(store, None, ConvertSettings()).others]
+    assert credited == ["realcugan_up2x"]  # /about's list of the other installed models
