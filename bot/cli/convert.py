@@ -17,10 +17,9 @@ from inference.clip_settings import ClipLimits
 from inference.clips import FORMATS as CLIP_FORMATS
 from inference.clip_settings import ClipSettings
 from inference.clips import ConvertedClip, convert_clip, is_clip
-from inference.drawer import Drawer, DrawerSpec
-from inference.engine import load_upscaler
+from inference.drawer import Drawer, DrawerSpec, WorkFailed
+from inference.engine import UPSCALER
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, Converted, FaceTools
-from inference.upscale import Upscaler, upscale_file
 from weights.store import ModelStore, data_home, default_style
 
 
@@ -45,7 +44,8 @@ def convert(args: argparse.Namespace) -> int:
     names = _Names(args, f"{style}-hd" if args.hd else style)
     drawer = Drawer(DrawerSpec(store.home, args.backend, args.threads, style))  # the models, as the bot's workers load them
     model = drawer.model(style)
-    upscaler = load_upscaler(store, args.backend, args.threads) if args.hd else None
+    if args.hd:
+        store.require(UPSCALER)  # one line now, not one per input, when HD is not installed
     faces: tuple[FaceTools | None, str] | None = None  # loaded with the first picture: clips skip the face pass
     # HD doubles the drawing's own pixels: drawn to PNG (lossless), not to the output's JPEG.
     settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt="png" if args.hd else still_fmt,
@@ -59,7 +59,7 @@ def convert(args: argparse.Namespace) -> int:
         try:
             data = read_input(src)
             clip = is_clip(data)
-            if clip and upscaler is not None:
+            if clip and args.hd:
                 raise AnimebotError(f"{src} is a clip; --hd doubles pictures only", code="hd_clip")
             dest = names.next(src, clip_fmt if clip else still_fmt, clip)
             _check_destination(dest)
@@ -71,8 +71,8 @@ def convert(args: argparse.Namespace) -> int:
             faces = faces or _face_tools(drawer, style, args)
             face_tools, faces_skipped = faces
             result = convert_bytes(data, model, settings, face_tools)
-            if upscaler is not None:
-                result = _doubled(result, upscaler, still_fmt, args.quality)
+            if args.hd:
+                result = _doubled(result, drawer, src, still_fmt, args.quality)
             _write(dest, result.data)
         except AnimebotError as exc:
             failed += 1
@@ -107,9 +107,12 @@ def convert(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _doubled(drawn: Converted, upscaler: Upscaler, fmt: str, quality: int) -> Converted:
-    """The drawing doubled (``--hd``), as a ``fmt`` file; its timings gain the doubling's, as ``hd_s``."""
-    hd = upscale_file(drawn.data, upscaler, fmt, quality)
+def _doubled(drawn: Converted, drawer: Drawer, src: Path, fmt: str, quality: int) -> Converted:
+    """The drawing doubled (``--hd``) by the drawer, as the bot's workers will double a result, as a
+    ``fmt`` file; its timings gain the doubling's, as ``hd_s``."""
+    hd = drawer.hd(str(src), drawn.data, fmt, quality)
+    if isinstance(hd, WorkFailed):
+        raise AnimebotError(hd.message, code=hd.code)
     return replace(drawn, data=hd.data, output_size=hd.output_size,
                    timings={**drawn.timings, "hd_s": sum(hd.timings.values())})
 

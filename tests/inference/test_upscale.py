@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from inference.drawer import Drawer, DrawerSpec, WorkFailed
 from inference.engine import load_stylizer, load_upscaler
 from inference.errors import ModelError
 from inference.ncnn_reader import read_network
-from inference.pipeline import ConvertSettings, convert_bytes
+from inference.imageio import encode
+from inference.pipeline import ConvertSettings, Converted, convert_bytes
 from inference.upscale import CONTEXT, TILE_PIXELS, Upscaler, spans, tile_shape, upscale_file
 from testkit import ncnn_reference
 from testkit.models import CUGAN_BIN, CUGAN_PARAM
@@ -125,3 +127,19 @@ def test_weights_that_are_not_the_network_s_are_refused(tmp_path: Path) -> None:
     short.write_bytes(b"\x47\x6b\x30\x01" + bytes(100))
     with pytest.raises(ModelError, match="ends inside its weights"):
         read_network(CUGAN_PARAM, short)
+
+
+def test_a_drawer_doubles_a_result_s_file_or_says_in_one_sentence_why_not(
+        hd_store: ModelStore, small_drawing: np.ndarray, hayao_file: Path, tmp_path: Path) -> None:
+    """What a worker will call for the chat's HD button: the result's file in, the file doubled out."""
+    result = encode(Image.fromarray(small_drawing), "jpg")
+    done = Drawer(DrawerSpec(hd_store.home, "openvino", 1, "hayao")).hd("job-1", result)
+    h, w = small_drawing.shape[:2]
+    assert isinstance(done, Converted) and done.output_size == (2 * w, 2 * h)
+    with Image.open(io.BytesIO(done.data)) as img:
+        assert img.format == "JPEG" and img.size == (2 * w, 2 * h)
+    bare = ModelStore(tmp_path)
+    bare.import_file(hayao_file)
+    failed = Drawer(DrawerSpec(bare.home, "openvino", 1, "hayao")).hd("job-2", result)
+    assert isinstance(failed, WorkFailed) and failed.code == "not_installed"
+    assert failed.message == "model 'realcugan_up2x' is not installed; run: animebot weights download realcugan_up2x"
