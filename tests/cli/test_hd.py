@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from inference.engine import load_upscaler
 from testkit import ncnn_reference
 from testkit.clip_maker import gif, numbered_frames
 from testkit.models import CUGAN_BIN, CUGAN_PARAM
 from testkit.pictures import psnr
 from tests.cli.test_cli import _animebot
+from weights.store import ModelStore
 
 BORDER = 24  # px left out at each edge, as the independent check does
 
@@ -46,6 +48,8 @@ def test_hd_png_is_real_cugan_of_the_plain_drawing(home: Path, photos: list[Path
     with Image.open(str(hd["output"])) as img:
         assert img.format == "PNG" and img.size == (2 * w, 2 * h)
         ours = np.asarray(img.convert("RGB"))
+    # The drawing inside --hd is plain convert's, pixel for pixel: doubled here the same way, it is the same file's.
+    assert np.array_equal(ours, load_upscaler(ModelStore(home), threads=1)(drawing))
     try:
         reference = ncnn_reference.load(CUGAN_PARAM, CUGAN_BIN, threads=1)(drawing)
     except ImportError:
