@@ -143,3 +143,16 @@ def test_a_drawer_doubles_a_result_s_file_or_says_in_one_sentence_why_not(
     failed = Drawer(DrawerSpec(bare.home, "openvino", 1, "hayao")).hd("job-2", result)
     assert isinstance(failed, WorkFailed) and failed.code == "not_installed"
     assert failed.message == "model 'realcugan_up2x' is not installed; run: animebot weights download realcugan_up2x"
+
+
+def test_a_damaged_cached_graph_is_made_again(hd_store: ModelStore, tmp_path: Path) -> None:
+    """(``hd_store`` only skips this where ../shared lacks the files.)"""
+    store = ModelStore(tmp_path)
+    for path in (CUGAN_PARAM, CUGAN_BIN):
+        store.import_file(path)
+    load_upscaler(store, "onnxruntime", threads=1)
+    (cached,) = (store.cache_dir / "onnx").glob("ncnn-*.onnx")
+    cached.write_bytes(b"half a file")  # a disk that filled up under another program, say
+    picture = np.full((40, 40, 3), 200, np.uint8)
+    assert load_upscaler(store, "onnxruntime", threads=1)(picture).shape == (80, 80, 3)
+    assert cached.stat().st_size > 1_000_000
