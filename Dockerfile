@@ -2,7 +2,7 @@
 #   docker compose up -d            (see docker-compose.yml and the README)
 # Build with the models inside the image instead of downloading them into the
 # data volume on first start:
-#   docker build --build-arg BAKE_WEIGHTS="hayao hayao_v3 shinkai cute jp_face sketch cartoon det_500m selfie sample" -t animebot .
+#   docker build --build-arg BAKE_WEIGHTS="hayao hayao_v3 shinkai cute jp_face sketch cartoon det_500m selfie realcugan_up2x sample" -t animebot .
 # Only what .dockerignore lets through reaches the build: never a .env, a
 # virtualenv or a data folder.
 
@@ -43,7 +43,7 @@ WORKDIR /app
 # results. docker-compose.yml mounts named volumes here: /data, and
 # /data/models, which workers share.
 ENV ANIMEBOT_HOME=/data \
-    ANIMEBOT_WEIGHTS=hayao,hayao_v3,shinkai,cute,jp_face,sketch,cartoon,det_500m,selfie,sample \
+    ANIMEBOT_WEIGHTS=hayao,hayao_v3,shinkai,cute,jp_face,sketch,cartoon,det_500m,selfie,realcugan_up2x,sample \
     ANIMEBOT_BAKED_MODELS=/opt/animebot/models
 
 # Healthy while the bot runs with all its workers (a heartbeat file in /data).

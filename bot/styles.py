@@ -32,7 +32,7 @@ class Styles:
     faces_by: dict[str, str] = field(default_factory=dict)  # style -> the installed style that draws its faces
     sample: Path | None = None  # the registry's sample photo, when installed: /style previews every style on it
     sample_sha256: str | None = None
-    others: tuple[ModelEntry, ...] = ()  # the installed models that are no style (detector, sample): /about credits them
+    others: tuple[ModelEntry, ...] = ()  # the installed models that are no style (detector, HD, sample): /about credits them
 
     @classmethod
     def from_store(cls, store: ModelStore, preferred: str | None, settings: ConvertSettings) -> "Styles":
@@ -44,7 +44,7 @@ class Styles:
         sample = next(iter(store.installed("sample")), None)
         return cls(installed, preferred or default, settings, {n: face_style_for(store, n) for n in names},
                    store.path(sample) if sample else None, sample.sha256 if sample else None,
-                   tuple(e for e in store.installed() if e.kind != "style"))
+                   tuple(e for e in store.installed() if e.kind not in ("style", "part")))
 
     @property
     def names(self) -> list[str]:

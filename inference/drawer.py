@@ -21,10 +21,11 @@ from storage.errors import AnimebotError
 from inference.backends import Stylizer, release_buffers
 from inference.clip_settings import ClipSettings
 from inference.detector import FaceDetector
-from inference.engine import Backend, face_tools_for, load_detector, load_segmenter, load_stylizer
+from inference.engine import Backend, face_tools_for, load_detector, load_segmenter, load_stylizer, load_upscaler
 from inference import scratch
 from inference.pipeline import ConvertSettings, Converted, FaceTools, convert_bytes
 from inference.segmentation import Segmenter
+from inference.upscale import Upscaler, upscale_file
 from weights.store import ModelStore
 
 log = logging.getLogger("animebot.worker")
@@ -71,6 +72,18 @@ class Loaded:
     styles: tuple[str, ...]  # every installed style; others are loaded on first use
 
 
+def _guarded(job_id: str, work: Callable[[], Converted]) -> Converted | WorkFailed:
+    """``work()``'s result, or a WorkFailed: an AnimebotError with its sentence for the user; a bug
+    or a runtime failure as "internal", its traceback in the log, the process still serving."""
+    try:
+        return work()
+    except AnimebotError as exc:
+        return WorkFailed(job_id, exc.code, exc.message)
+    except Exception as exc:
+        log.exception("job %s: unexpected failure in the worker", job_id)
+        return WorkFailed(job_id, "internal", f"{exc.__class__.__name__}: {exc}")
+
+
 def return_freed_memory() -> None:
     """Have glibc give large freed blocks back to the system at once, in this process.
 
@@ -106,6 +119,7 @@ class Drawer:
         self._models: OrderedDict[str, Stylizer] = OrderedDict()
         self._detector: FaceDetector | None = None
         self._segmenter: Segmenter | None = None
+        self._upscaler: Upscaler | None = None  # HD, loaded with the first doubling
         self.face_problem = ""  # why the face pass is off, once it failed to load: it is not tried again
 
     def load(self) -> Loaded:
@@ -124,7 +138,7 @@ class Drawer:
         """The drawing, or why not: a style not installed here or a bad photo is a WorkFailed with
         the sentence to pass on; so is a bug, whose traceback goes to the log. A clip reports each
         frame to ``progress(done, total)`` and stops when ``cancelled()`` says so."""
-        try:
+        def drawing() -> Converted:
             if order.clip is not None:
                 from inference.clips import convert_clip  # PyAV (15 MB) with the first clip only
 
@@ -138,11 +152,21 @@ class Drawer:
             self._release_others(model, tools)
             return convert_bytes(order.data, model, order.settings, tools, self._finder(order.settings, tools),
                                  self._cutter(order.settings))
-        except AnimebotError as exc:
-            return WorkFailed(order.job_id, exc.code, exc.message)
-        except Exception as exc:  # a bug or a runtime failure: keep its traceback, keep serving
-            log.exception("job %s: unexpected failure in the worker", order.job_id)
-            return WorkFailed(order.job_id, "internal", f"{exc.__class__.__name__}: {exc}")
+
+        return _guarded(order.job_id, drawing)
+
+    def hd(self, job_id: str, data: bytes, fmt: str = "jpg", quality: int = 92) -> Converted | WorkFailed:
+        """A result's file (``data``, as the user has it) doubled by Real-CUGAN, as a ``fmt`` file; or
+        why not, as :meth:`draw` says it (HD not installed here, bytes that are no picture). The
+        upscaler is loaded on first use and kept; every style's buffers are freed first, so the
+        process peaks at HD's tile, not at both."""
+        def doubling() -> Converted:
+            self._upscaler = self._upscaler or load_upscaler(self.store, self.spec.backend, self.spec.threads)
+            for model in self._models.values():
+                release_buffers(model)
+            return upscale_file(data, self._upscaler, fmt, quality)
+
+        return _guarded(job_id, doubling)
 
     def model(self, style: str) -> Stylizer:
         """``style``'s model, loaded now unless it is one of the latest used; AnimebotError if it

@@ -23,6 +23,8 @@ from weights.store import ModelStore
 if TYPE_CHECKING:
     from torch import nn
 
+    from inference.upscale import Upscaler
+
     from inference.segmentation import Segmenter
 
     from inference.generator import Generator
@@ -149,6 +151,19 @@ def _from_export(store: ModelStore, entry: ModelEntry, path: Path, load: Callabl
 
 DETECTOR = "det_500m"
 SEGMENTER = "selfie"
+UPSCALER = "realcugan_up2x"
+
+
+def load_upscaler(store: ModelStore, backend: Backend = DEFAULT_BACKEND, threads: int | None = None) -> Upscaler:
+    """HD: the installed Real-CUGAN, rebuilt from its ncnn files into a cached ONNX graph. It runs on
+    OpenVINO whatever ``backend`` is, but onnxruntime (the check): it has no PyTorch form for the
+    torch backends. WeightsError says how to install it, ModelError what is wrong with it."""
+    from inference.upscale import from_ncnn
+
+    entry, weights = store.require(UPSCALER)
+    param = store.path(store.entry(entry.parts[0]))
+    return from_ncnn(param, weights, weights_digest(entry, weights), store.cache_dir,
+                "onnxruntime" if backend == "onnxruntime" else "openvino", threads)
 
 
 def face_style_for(store: ModelStore, style: str) -> str:

@@ -14,6 +14,8 @@ HAYAO_FILE = MODELS / "animeganv2_hayao_256x256_integer_quant.tflite"
 CUTE_FILE = MODELS / "AnimeGANv3_tiny_Cute.onnx"
 DET_FILE = MODELS / "det_500m.onnx"
 SELFIE_FILE = MODELS / "selfie_segmentation.tflite"
+CUGAN_PARAM = MODELS / "realcugan_up2x_conservative.param"  # HD: Real-CUGAN 2x's ncnn files
+CUGAN_BIN = MODELS / "realcugan_up2x_conservative.bin"
 # A style about a ninth of Hayao's cost a frame, for the bots of tests about the path a photo
 # takes rather than its drawing; Hayao where the cute model is absent.
 QUICK_STYLE = "cute" if CUTE_FILE.is_file() else "hayao"

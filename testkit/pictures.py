@@ -59,3 +59,18 @@ def jpeg(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
 def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
     mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
     return float("inf") if mse == 0 else 10 * np.log10(peak**2 / mse)
+
+
+def panorama(photos: list[Path], width: int, height: int) -> bytes:
+    """A JPEG of real photos side by side at ``height``, repeated to ``width``: a stand-in for a phone's panorama."""
+    tiles = [Image.open(p).convert("RGB") for p in photos]
+    tiles = [t.resize((round(t.width * height / t.height), height), Image.Resampling.LANCZOS) for t in tiles]
+    canvas = Image.new("RGB", (width, height))
+    x = 0
+    while x < width:
+        for tile in tiles:
+            canvas.paste(tile, (x, 0))
+            x += tile.width
+    buf = io.BytesIO()
+    canvas.save(buf, "JPEG", quality=95)
+    return buf.getvalue()

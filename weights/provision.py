@@ -25,9 +25,9 @@ def provision(store: ModelStore, names: tuple[str, ...], baked: Path | None = No
     """Install each of ``names`` that is missing; returns what was done, one line per model
     (a model that could not be installed included, as a warning)."""
     done = []
-    for name in names:
-        entry = store.entry(name)  # an unknown name is a WeightsError that lists the known ones
-        if store.is_installed(entry):
+    for entry in (e for name in names for e in store.with_parts(name)):  # an unknown name is a WeightsError
+        name = entry.name
+        if store.path(entry).is_file():
             continue
         source = _baked_copy(store, name, baked)
         if source is not None:

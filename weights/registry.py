@@ -20,9 +20,11 @@ class ModelEntry:
 
     name: str
     label: str
-    kind: str  # "style", "detector", or "sample" (the photo /style previews every style on)
-    arch: str  # "animeganv2", "animeganv3" or "scrfd"
-    format: str  # "tflite", "pytorch" or "onnx"
+    # "style", "detector", "segmenter", "upscaler" (HD), "sample" (the photo /style previews every
+    # style on), or "part" (a file another entry needs beside its own: see ``parts``)
+    kind: str
+    arch: str  # "animeganv2", "animeganv3", "whitebox", "scrfd", "mediapipe_selfie" or "realcugan"
+    format: str  # "tflite", "pytorch", "onnx" or "ncnn"
     filename: str
     url: str | None
     sha256: str | None
@@ -46,6 +48,9 @@ class ModelEntry:
     face_pass: bool = True
     multiple: int | None = None  # both sides must divide by this (None: the backend's own)
     min_side: int = 0  # each side is padded up to at least this (AnimeGANv3 wants 256)
+    # The entries whose files this model needs beside its own (an ncnn net is a .param and a .bin):
+    # downloading or provisioning it installs them too, and it is installed only with them.
+    parts: tuple[str, ...] = ()
 
     def display(self, lang: str) -> str:
         """The style's short name in ``lang``, else English, else the label."""
@@ -64,7 +69,8 @@ class ModelEntry:
 
 
 def parse_entries(data: dict[str, Any]) -> list[ModelEntry]:
-    return [ModelEntry(**{**item, "face_styles": tuple(item.get("face_styles", ()))}) for item in data["models"]]
+    return [ModelEntry(**{**item, "face_styles": tuple(item.get("face_styles", ())), "parts": tuple(item.get("parts", ()))})
+            for item in data["models"]]
 
 
 @lru_cache(maxsize=1)

@@ -124,7 +124,13 @@ class ModelStore:
         return self.models_dir / entry.filename
 
     def is_installed(self, entry: ModelEntry) -> bool:
-        return self.path(entry).is_file()
+        """Its file is here, and so are its parts' (a model missing one cannot be loaded)."""
+        return self.path(entry).is_file() and all(self.path(self.entry(p)).is_file() for p in entry.parts)
+
+    def with_parts(self, name: str) -> list[ModelEntry]:
+        """The entry called ``name`` and the entries of its parts: what installing it installs."""
+        entry = self.entry(name)
+        return [entry, *(self.entry(p) for p in entry.parts)]
 
     def installed(self, kind: str | None = None) -> list[ModelEntry]:
         return [e for e in self.entries if self.is_installed(e) and (kind is None or e.kind == kind)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from storage.errors import AnimebotError
@@ -16,8 +17,9 @@ from inference.clip_settings import ClipLimits
 from inference.clips import FORMATS as CLIP_FORMATS
 from inference.clip_settings import ClipSettings
 from inference.clips import ConvertedClip, convert_clip, is_clip
-from inference.drawer import Drawer, DrawerSpec
-from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, FaceTools
+from inference.drawer import Drawer, DrawerSpec, WorkFailed
+from inference.engine import UPSCALER
+from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings, Converted, FaceTools
 from weights.store import ModelStore, data_home, default_style
 
 
@@ -39,11 +41,15 @@ def convert(args: argparse.Namespace) -> int:
     store = ModelStore(data_home())
     style = args.style or default_style(store)
     store.require_style(style)
-    names = _Names(args, style)
+    names = _Names(args, f"{style}-hd" if args.hd else style)
     drawer = Drawer(DrawerSpec(store.home, args.backend, args.threads, style))  # the models, as the bot's workers load them
     model = drawer.model(style)
+    if args.hd:
+        store.require(UPSCALER)  # one line now, not one per input, when HD is not installed
     faces: tuple[FaceTools | None, str] | None = None  # loaded with the first picture: clips skip the face pass
-    settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt=still_fmt, jpeg_quality=args.quality,
+    # HD doubles the drawing's own pixels: drawn to PNG (lossless), not to the output's JPEG.
+    settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt="png" if args.hd else still_fmt,
+                               jpeg_quality=args.quality,
                                faces=args.faces, strength=args.strength, keep_colours=args.keep_colours)
     clip_settings = ClipSettings(ClipLimits(args.max_seconds, args.fps, args.max_side or ClipLimits.max_side),
                                  clip_fmt, strength=args.strength, keep_colours=args.keep_colours)
@@ -53,6 +59,8 @@ def convert(args: argparse.Namespace) -> int:
         try:
             data = read_input(src)
             clip = is_clip(data)
+            if clip and args.hd:
+                raise AnimebotError(f"{src} is a clip; --hd doubles pictures only", code="hd_clip")
             dest = names.next(src, clip_fmt if clip else still_fmt, clip)
             _check_destination(dest)
             if clip:
@@ -63,6 +71,8 @@ def convert(args: argparse.Namespace) -> int:
             faces = faces or _face_tools(drawer, style, args)
             face_tools, faces_skipped = faces
             result = convert_bytes(data, model, settings, face_tools)
+            if args.hd:
+                result = _doubled(result, drawer, src, still_fmt, args.quality)
             _write(dest, result.data)
         except AnimebotError as exc:
             failed += 1
@@ -95,6 +105,16 @@ def convert(args: argparse.Namespace) -> int:
             total = sum(result.timings.values())
             print(f"{src} -> {dest} ({w}x{h}, {result.style}, {result.backend}, {total:.1f} s)")
     return 1 if failed else 0
+
+
+def _doubled(drawn: Converted, drawer: Drawer, src: Path, fmt: str, quality: int) -> Converted:
+    """The drawing doubled (``--hd``) by the drawer, as the bot's workers will double a result, as a
+    ``fmt`` file; its timings gain the doubling's, as ``hd_s``."""
+    hd = drawer.hd(str(src), drawn.data, fmt, quality)
+    if isinstance(hd, WorkFailed):
+        raise AnimebotError(hd.message, code=hd.code)
+    return replace(drawn, data=hd.data, output_size=hd.output_size,
+                   timings={**drawn.timings, "hd_s": sum(hd.timings.values())})
 
 
 def _report_clip(args: argparse.Namespace, src: Path, dest: Path, clip: ConvertedClip) -> None:

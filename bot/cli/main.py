@@ -119,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--strength", type=int, default=100, help="how much of the style, 0-100 (default 100)")
     c.add_argument("--keep-colours", "--keep-colors", action="store_true",
                    help="keep the photo's colours; take only the anime lightness and lines")
+    c.add_argument("--hd", action="store_true",
+                   help="double each side of the drawing with Real-CUGAN 2x (pictures only; needs the "
+                        "realcugan_up2x model)")
     c.add_argument("--json", action="store_true", help="print one JSON object per image")
     c.set_defaults(handler=convert)
     return p
@@ -256,9 +259,9 @@ def _weights_download(args: argparse.Namespace) -> int:
     failed = 0
     for name in args.names:
         try:
-            entry = store.entry(name)
-            path = download(store, entry, progress=sys.stderr)
-            print(f"{name}: installed {path}")
+            for entry in store.with_parts(name):  # an ncnn model is two files
+                path = download(store, entry, progress=sys.stderr)
+                print(f"{entry.name}: installed {path}")
         except WeightsError as exc:
             print(f"animebot: {exc.message}", file=sys.stderr)
             failed += 1

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from testkit.phone_files import FORMATS as PHONE_FORMATS, SUFFIX, as_phone_file
+from testkit.bot_harness import REPO
 from testkit.models import DET_FILE, HAYAO_FILE, MODELS
 from testkit.pictures import psnr
 
@@ -19,7 +20,7 @@ from testkit.pictures import psnr
 def _animebot(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("animebot")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "bot"]
-    env = {**os.environ, "ANIMEBOT_HOME": str(home)}
+    env = {**os.environ, "ANIMEBOT_HOME": str(home), "PYTHONPATH": str(REPO)}  # this checkout's code, not the venv's
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 
 

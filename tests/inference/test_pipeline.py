@@ -15,7 +15,7 @@ from inference.imageio import decode
 from inference.onnx_export import load_or_export as onnx_load_or_export
 from inference.pipeline import ConvertSettings, convert_bytes, fit_size, resize, stylize
 from inference.torchscript import export, load_or_export
-from testkit.pictures import psnr
+from testkit.pictures import panorama, psnr
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.slow  # every test here traces and exports generators to TorchScript and ONNX
@@ -49,23 +49,8 @@ def test_results_stay_within_the_model_budget_and_telegram_s_photo_limits(max_si
             assert abs(w / h - width / height) <= width / height / min(w, h)
 
 
-def _panorama(photos: list[Path], width: int, height: int) -> bytes:
-    """A JPEG of real photos side by side, repeated to ``width``: a stand-in for a phone's panorama."""
-    tiles = [Image.open(p).convert("RGB") for p in photos]
-    tiles = [t.resize((round(t.width * height / t.height), height), Image.Resampling.LANCZOS) for t in tiles]
-    canvas = Image.new("RGB", (width, height))
-    x = 0
-    while x < width:
-        for tile in tiles:
-            canvas.paste(tile, (x, 0))
-            x += tile.width
-    buf = io.BytesIO()
-    canvas.save(buf, "JPEG", quality=95)
-    return buf.getvalue()
-
-
 def test_a_real_panorama_comes_back_a_panorama(real_store: ModelStore, photos: list[Path]) -> None:
-    data = _panorama(photos, 4000, 300)
+    data = panorama(photos, 4000, 300)
     result = convert_bytes(data, load_stylizer(real_store, "hayao"), ConvertSettings(faces=False))
     out = Image.open(io.BytesIO(result.data))
     assert out.size == result.output_size == (2629, 197)
@@ -90,7 +75,7 @@ class _Unchanged:
 def test_a_large_panorama_is_decoded_with_pixels_enough_for_its_result(photos: list[Path]) -> None:
     # A reduced JPEG decode sized for a 720 px result would leave this one
     # 3000x225 for a 2629x197 result: 35 dB from a full decode's.
-    data = _panorama(photos, 12_000, 900)
+    data = panorama(photos, 12_000, 900)
     result = convert_bytes(data, _Unchanged(), ConvertSettings(fmt="png", faces=False))
     assert result.output_size == (2629, 197)
     full = np.asarray(resize(decode(data), 720))

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +13,7 @@ from weights.download import download
 from weights.hashing import file_digests
 from weights.registry import ModelEntry, builtin_entries
 from weights.store import ModelStore, WeightsError
+from testkit.file_server import serving
 from testkit.models import HAYAO_FILE
 
 
@@ -93,28 +92,6 @@ def test_a_style_that_is_not_installed_is_named_with_the_installed_ones(tmp_path
 PAYLOAD = os.urandom(300_000)
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        body = {"/good.bin": PAYLOAD, "/flipped.bin": _flip(PAYLOAD)}.get(self.path)
-        if self.path == "/cut.bin":  # promises everything, sends half, hangs up
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(PAYLOAD)))
-            self.end_headers()
-            self.wfile.write(PAYLOAD[: len(PAYLOAD) // 2])
-            self.close_connection = True
-            return
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def _flip(data: bytes) -> bytes:
     mid = len(data) // 2
     return data[:mid] + bytes([data[mid] ^ 0x01]) + data[mid + 1 :]
@@ -122,11 +99,9 @@ def _flip(data: bytes) -> bytes:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serving({"/good.bin": PAYLOAD, "/flipped.bin": _flip(PAYLOAD), "/cut.bin": PAYLOAD},
+                 cut=frozenset({"/cut.bin"})) as url:  # /cut.bin promises everything, sends half, hangs up
+        yield url
 
 
 @pytest.fixture
