@@ -1,6 +1,7 @@
 """The broker path against the bot's own worker processes, in one run on this machine.
 
     python -m bench.scale_out --home DIR [--users 20] [--photos 60] [--bursts 4] [--gap 3] [--timings 3] [--no-load]
+                              [--layouts 0,1,2]
 
 Runs :mod:`bench.load` three times with the same photos and the same total
 threads (this machine's 2 cores): the embedded pool (1 worker x 2 threads),
@@ -94,6 +95,9 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=3.0)
     ap.add_argument("--timings", type=int, default=3, help="rounds of the worker timings (0: none)")
     ap.add_argument("--no-load", action="store_true", help="the worker timings only")
+    ap.add_argument("--layouts", default="0,1,2",
+                    help="which layouts to run, by index (0: embedded, 1: one Celery worker, 2: two); the first "
+                         "two give the broker's cost per photo")
     args = ap.parse_args()
     reports: list[tuple[str, dict[str, Any]]] = []
     timings: dict[str, list[float]] = {}
@@ -103,7 +107,8 @@ def main() -> None:
             if args.timings:
                 timings = worker_timings(args.home.resolve(), redis, Path(tmp), args.timings)
                 print("worker timings", json.dumps(timings), flush=True)
-            for name, broker, workers, threads in () if args.no_load else LAYOUTS:
+            chosen = [LAYOUTS[int(i)] for i in args.layouts.split(",")]
+            for name, broker, workers, threads in () if args.no_load else chosen:
                 env = {"ANIMEBOT_THREADS": threads, "ANIMEBOT_WORKERS": "1", "ANIMEBOT_RATE_PER_MINUTE": "0"}
                 r = run_load(args.home.resolve(), args.users, args.photos, args.bursts, args.gap, 1800.0, env,
                              redis.url() if broker else None, workers, probes=5)

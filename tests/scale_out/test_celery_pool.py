@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import pickle
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -212,7 +213,10 @@ def test_a_stored_result_that_is_not_ours_is_never_read_and_the_photo_is_drawn_a
             with held(worker.process.pid):  # the order waits in Redis while the pickle takes its result's place
                 ticket = pool.submit(order, 1, key)
                 await until(lambda: pool.running == 1, 120, "the photo sent")
-                client.set(result_of_task, pickle.dumps({"status": "SUCCESS", "result": Opens(planted)}))
+                # Stored and published, as Celery's Redis backend stores a result (and pushes it to the bot).
+                planted_result = pickle.dumps({"status": "SUCCESS", "result": Opens(planted)})
+                client.set(result_of_task, planted_result)
+                client.publish(result_of_task, planted_result)
                 await until(lambda: "(its result was unreadable); sending it again" in caplog.text, 120,
                             "the photo sent again")
             return await within(ticket.result, 120)
@@ -225,6 +229,59 @@ def test_a_stored_result_that_is_not_ours_is_never_read_and_the_photo_is_drawn_a
     assert isinstance(drawn, Converted) and drawn.output_size == (96, 72)
     assert not planted.exists()  # never unpickled
     assert "the broker is unreachable" not in caplog.text
+
+
+def test_a_photo_waiting_for_its_worker_is_not_asked_after_but_comes_back_when_drawn(
+        worker: RunningWorker, redis_server: RedisServer) -> None:
+    """While a photo waits to be drawn, the bot does not ask Redis for its result over and over: Redis
+    pushes the result to the bot when a worker stores it (bot/drawing/celery/results.py), and the bot
+    reads it once, just after sending. Here the worker's main process is held, so the order waits in
+    Redis while the bot takes three looks at the heartbeats (one a second), which Redis's MONITOR shows
+    as SCANs; then it is let go, and the drawing comes back."""
+    url = redis_server.url(db=DB)
+    photo = synthetic_photo(160, 120, seed=6)
+    order = WorkOrder("job-pushed", photo, STYLES[0], SETTINGS)
+    key = result_key(hashlib.sha256(photo).hexdigest(), order.style, "v1")
+    result_of_task = make_celery(url, 60).backend.get_key_for_task(task_id_for(order.job_id, key, SECRET)).decode()
+    commands: list[str] = []
+    waited: list[str] = []  # the commands up to the third look, while the photo waited
+    watcher = redis.Redis.from_url(url)
+    client = redis.Redis.from_url(url)
+
+    def watch() -> None:
+        with watcher.monitor() as monitor:
+            for seen in monitor.listen():
+                commands.append(seen["command"])
+                if seen["command"] == "ECHO monitor-off":
+                    return
+
+    def scans_since(start: int) -> int:
+        return sum(c.startswith("SCAN") for c in commands[start:])
+
+    async def go() -> Converted:
+        async with celery_pool(url) as pool:
+            with held(worker.process.pid):
+                ticket = pool.submit(order, 1, key)
+                await until(lambda: pool.running == 1, 120, "the photo sent")
+                sent = len(commands)
+                await until(lambda: scans_since(sent) >= 3, 120, "three looks at the heartbeats")
+                waited.extend(commands)
+            return await within(ticket.result, 120)
+
+    thread = threading.Thread(target=watch, name="monitor", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: client.echo("monitor-on") and "ECHO monitor-on" in commands, 30, "MONITOR on")
+        drawn = asyncio.run(go())
+        client.echo("monitor-off")
+        thread.join(30)
+    finally:
+        client.close()
+        watcher.close()
+    assert isinstance(drawn, Converted) and drawn.output_size == (96, 72)
+    # The worker reads the key too, once it is let go (Celery's backend looks before it stores a result).
+    reads = [c for c in waited if c.startswith("GET") and result_of_task in c]
+    assert len(reads) == 1, f"the result was read {len(reads)} times while the photo waited"
 
 
 def test_celery_s_view_of_a_running_task_shows_no_photo_bytes(

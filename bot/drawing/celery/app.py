@@ -11,13 +11,11 @@ nor make it draw anything but a photo order.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import msgpack
 from celery import Celery
-from celery.backends.redis import RedisBackend
 from kombu.serialization import register
 
+from bot.drawing.celery.results import PushedRedisBackend
 from bot.drawing.celery.wire import Summarized
 
 QUEUE = "animebot"
@@ -93,22 +91,18 @@ def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
     return app
 
 
-class PolledRedisBackend(RedisBackend):
-    """Celery's Redis result backend, minus the pub/sub subscription it makes at every send.
-
-    The bot reads results by polling them (with ``AsyncResult``, bot/drawing/celery/pool.py) and
-    never calls ``get()``, which is what drains that subscription: left on, every finished photo
-    would pile up on a connection nobody reads, until Redis cut it off at its pub/sub output limit
-    (by default 32 MB at once, or 8 MB for a minute)."""
-
-    def on_task_call(self, producer: Any, task_id: str) -> None:
-        pass
-
-
 def for_bot(broker_url: str, job_timeout_s: float) -> Celery:
-    """The bot's app: results polled, not subscribed to."""
+    """The bot's app: results pushed to it by Redis, through Celery's result consumer
+    (bot/drawing/celery/results.py)."""
     app = make_celery(broker_url, job_timeout_s)
-    app.conf.result_backend = f"{PolledRedisBackend.__module__}.{PolledRedisBackend.__name__}+{broker_url}"
+    app.conf.result_backend = f"{PushedRedisBackend.__module__}.{PushedRedisBackend.__name__}+{broker_url}"
+    # A lost subscription is not tried again 20 times over 20 s with an ERROR line each: a send must fail
+    # fast while Redis is away (the pool says so once), and the results' thread tries again every second.
+    app.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 0}}
+    # One backend for every thread, not one each: the thread that sends a task subscribes to its result
+    # on the consumer that the results' thread drains (redis-py's client is thread-safe, and Celery's
+    # consumer locks its pub/sub connection).
+    app.conf.result_backend_thread_safe = True
     return app
 
 

@@ -11,9 +11,9 @@ How the bot knows what happens on the workers:
 * every worker process writes a heartbeat to Redis every 2 s (its styles,
   its engine, the task it is drawing), which says how many photos the
   cluster can take now and which tasks are really being drawn;
-* results are read with Celery's ``AsyncResult``, polled, rather than through
-  the pub/sub subscription of Celery's Redis backend, which would buffer every
-  finished photo on a connection nobody reads (bot/drawing/celery/app.py);
+* results come as Celery's Redis backend pushes them, through its result
+  consumer's pub/sub subscription, drained by a thread of its own
+  (bot/drawing/celery/results.py): nothing polls them;
 * what to do with each photo at each look (wait, take its result, send it
   again, give it up) is decided by bot/drawing/celery/resend.py.
 
@@ -26,16 +26,18 @@ bot stops waiting for before any worker started it is revoked, as Celery's
 tools expect; a marker in Redis makes sure it is not drawn even by a worker
 that never heard the revoke (one started later, or restarted).
 
-Every blocking Redis or Celery call runs on one thread of its own, so the
-event loop never waits on the network, and the number of threads and
-connections does not grow with the number of users.
+Every blocking Redis or Celery call runs on one thread of its own, and the
+results' subscription on another, so the event loop never waits on the
+network, and the number of threads and connections does not grow with the
+number of users.
 
-It is over 300 lines because the dispatch, the result polling and the steps
+It is over 300 lines because the dispatch, the results taken and the steps
 carried out share the in-flight table and must be read together.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -45,13 +47,13 @@ from typing import Any
 
 import redis
 from celery.result import AsyncResult
-from celery.states import READY_STATES
-from kombu.exceptions import ContentDisallowed, DecodeError, KombuError
+from kombu.exceptions import KombuError
 
 from storage.errors import AnimebotError
 from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for_bot
 from bot.drawing.celery.copies import drop_copies
-from bot.drawing.celery.resend import UNREADABLE, Seen, Step, decide
+from bot.drawing.celery.results import PushedRedisBackend, Results
+from bot.drawing.celery.resend import Seen, Step, decide
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, WorkerInfo, answered_key, cancel_key, order_summary,
                                      order_to_message, read_workers, result_from_message, task_id_for)
 from bot.drawing.fairqueue import Ticket
@@ -60,8 +62,7 @@ from inference.drawer import WorkFailed
 
 log = logging.getLogger("animebot.pool")
 
-POLL_S = 0.025  # how often results are looked for while photos are in flight
-WORKERS_EVERY_S = 1.0  # how often the heartbeats are read
+WORKERS_EVERY_S = 1.0  # how often the heartbeats are read, and every photo in flight decided on
 BEAT_STALE_S = 6.0  # a worker process whose heartbeat has not changed for this long is gone (it beats every 2 s)
 BROKER_ERRORS = (redis.RedisError, KombuError, OSError)
 MISSING_MODEL = ("unknown_style", "not_installed", "weights", "bad_model")  # a worker's answer when it lacks the style
@@ -100,6 +101,9 @@ class CeleryPool(Pool):
         # started yet are revoked too.
         self._answered: list[tuple[str, bool]] = []
         self._loops: list[asyncio.Task[None]] = []
+        backend = self._app.backend
+        assert isinstance(backend, PushedRedisBackend), backend  # for_bot's
+        self._results = Results(backend, lambda task_id: task_id in self._in_flight)
 
     # --- Pool -------------------------------------------------------------------------------
 
@@ -111,6 +115,7 @@ class CeleryPool(Pool):
             (log.info if ok else log.warning)("Celery pool: %s", how)
         except BROKER_ERRORS as exc:  # said once; the watch loop says when it is back
             self._broker_down(exc)
+        self._results.start()
         self._loops = [asyncio.create_task(self._dispatch(), name="celery-dispatch"),
                        asyncio.create_task(self._watch(), name="celery-watch")]
 
@@ -119,6 +124,7 @@ class CeleryPool(Pool):
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
+        self._results.stop()
         self._drop_waiting()
         for flight in self._in_flight.values():  # their jobs stay open in the journal
             flight.task.result.cancel()
@@ -162,10 +168,11 @@ class CeleryPool(Pool):
             flight = _InFlight(task, task_id_for(task.job_id, task.key, self._secret), time.monotonic(), time.monotonic())
             if task.order.clip is not None:
                 task.stop = self._stopper(flight.task_id)
+            self._in_flight[flight.task_id] = flight  # before the send: its result may be pushed at once
             if await self._send(flight):
                 task.take(at=flight.sent_at)  # the send counts as drawing time: it is the broker's cost
-                self._in_flight[flight.task_id] = flight
             else:
+                self._in_flight.pop(flight.task_id, None)
                 self.queue.put_back(task)
                 await asyncio.sleep(1.0)
 
@@ -177,11 +184,14 @@ class CeleryPool(Pool):
         return len(self._workers) - elsewhere - len(self._in_flight)
 
     async def _send(self, flight: _InFlight) -> bool:
-        """Send the order; its "answered" marker from an earlier run of the bot goes first (a restart
-        between reading a result and storing it sends that drawing again, and it must be drawn)."""
+        """Send the order (which follows its result, bot/drawing/celery/results.py), then read its result
+        once: one stored before this send is never pushed. Its "answered" marker from an earlier run of
+        the bot goes first (a restart between reading a result and storing it sends that drawing again,
+        and it must be drawn)."""
         order = flight.task.order
         message = order_to_message(order)
         limit = self._limit(flight)
+        loop = asyncio.get_running_loop()
 
         def send() -> None:
             self._redis.delete(answered_key(flight.task_id))
@@ -189,18 +199,27 @@ class CeleryPool(Pool):
                                 soft_time_limit=limit - min(5.0, limit / 10), argsrepr=order_summary(order),
                                 kwargsrepr="{}")
         try:
-            await asyncio.get_running_loop().run_in_executor(self._io, send)
+            await loop.run_in_executor(self._io, send)
         except Exception as exc:  # kombu and Celery wrap a lost Redis in several types, RuntimeError among them
             self._broker_down(exc)
             return False
+        try:
+            (stored,) = await loop.run_in_executor(self._io, self._results.read, self._app, [flight.task_id])
+        except BROKER_ERRORS:
+            self._results.read_all = True  # sent all the same; read at the next look
+            return True
+        if stored[0] != "PENDING":
+            self._results.push(flight.task_id, *stored)
         return True
 
     # --- watching ------------------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        """Collect results, follow the heartbeats, and send again what vanished."""
+        """Follow the heartbeats, take the results pushed, and send again what vanished: at each push, and
+        every WORKERS_EVERY_S."""
         last_look = 0.0
         while True:
+            self._results.news.clear()
             try:
                 if time.monotonic() - last_look >= WORKERS_EVERY_S:
                     await self._look_for_workers()
@@ -213,13 +232,15 @@ class CeleryPool(Pool):
                     self._down_since = None
                     for flight in self._in_flight.values():  # nothing could be seen meanwhile: start afresh
                         flight.sent_at = flight.seen_at = time.monotonic()
+                    self._results.read_all = True  # nor pushed
             except BROKER_ERRORS as exc:
                 self._broker_down(exc)
                 await asyncio.sleep(1.0)
             except Exception:  # a bug: keep its traceback, and keep watching, or every photo would hang
                 log.exception("Celery pool: watching the workers failed; going on")
                 await asyncio.sleep(1.0)
-            await asyncio.sleep(POLL_S)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._results.news.wait(), max(0.0, last_look + WORKERS_EVERY_S - time.monotonic()))
 
     async def _look_for_workers(self) -> None:
         """Read the heartbeats. A process counts as live while its beat keeps changing, as timed by our own
@@ -254,9 +275,15 @@ class CeleryPool(Pool):
         return stop
 
     async def _collect(self) -> None:
-        """Look at every task in flight once, and carry out what :func:`decide` says for each."""
+        """Decide on every task in flight, with its result if one was pushed (or read, when a look at
+        every stored result is due), and carry out what :func:`decide` says for each."""
         flights = list(self._in_flight.values())
-        looks = await asyncio.get_running_loop().run_in_executor(self._io, self._look_at, [f.task_id for f in flights])
+        looks: list[tuple[str, Any]] = [("PENDING", None)] * len(flights)
+        if self._results.read_all:
+            looks = await asyncio.get_running_loop().run_in_executor(self._io, self._results.read, self._app,
+                                                                     [f.task_id for f in flights])
+            self._results.read_all = False
+        looks = [self._results.take(f.task_id, look) for f, look in zip(flights, looks)]
         now = time.monotonic()
         idle = any(w.task is None for w in self._workers)
         for flight, (state, value) in zip(flights, looks):
@@ -269,24 +296,6 @@ class CeleryPool(Pool):
         if self._answered:
             await asyncio.get_running_loop().run_in_executor(self._io, self._mark_answered, self._answered)
             self._answered = []
-
-    def _look_at(self, task_ids: list[str]) -> list[tuple[str, Any]]:
-        """Each task's state and, once ready, its value (on the broker's thread). A stored result that
-        cannot be decoded (not msgpack, or not Celery's) is UNREADABLE, never acted on."""
-        looks: list[tuple[str, Any]] = []
-        for task_id in task_ids:
-            result = AsyncResult(task_id, app=self._app)
-            try:
-                state = result.state  # one read; a ready task's is kept, so its value costs no second
-                looks.append((state, result.result if state in READY_STATES else None))
-            except Exception as exc:
-                # kombu's decoding errors are KombuErrors too, but say nothing of the broker: a pickle, not
-                # msgpack at all, or msgpack but not a result of Celery's.
-                if isinstance(exc, BROKER_ERRORS) and not isinstance(exc, (ContentDisallowed, DecodeError)):
-                    raise
-                log.warning("task %s: its stored result is unreadable (%s)", task_id, exc.__class__.__name__)
-                looks.append((UNREADABLE, None))
-        return looks
 
     async def _carry_out(self, flight: _InFlight, step: Step, value: Any) -> None:
         job = flight.task.job_id
@@ -339,6 +348,7 @@ class CeleryPool(Pool):
             pipe.execute()
         for task_id, _ in tasks:
             AsyncResult(task_id, app=self._app).forget()
+            self._results.backend.unfollow(task_id)
         unstarted = [task_id for task_id, started in tasks if not started]
         if unstarted:
             self._app.control.revoke(unstarted)
@@ -372,6 +382,7 @@ class CeleryPool(Pool):
     def _forget(self, flight: _InFlight, drawn: bool = False) -> None:
         """The bot is done with this task, answered or not: its room is free, and no worker should draw it."""
         del self._in_flight[flight.task_id]
+        self._results.drop(flight.task_id)
         self._answered.append((flight.task_id, drawn or flight.claimed))
         self._room.set()
 

@@ -82,6 +82,9 @@ CANCEL_PREFIX = "animebot:cancel:"  # a key per task the bot wants stopped (a cl
 # A key per task the bot is done with (its result read, or the photo given up). Redis hands a killed
 # worker's unacknowledged order to another worker after the visibility timeout, long after the bot sent
 # it again and answered; a worker that finds this key skips the order instead of drawing it for nobody.
+# Celery's revoke cannot do this: a worker keeps revoked ids in its own memory (on disk only with a state
+# db), so one started later learns them only from a live one at mingle, and a revoke lets a task already
+# running store its result.
 ANSWERED_PREFIX = "animebot:answered:"
 
 
