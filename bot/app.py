@@ -82,6 +82,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(CallbackQueryHandler(on_press(presses.avatar_button), pattern=keyboards.AVATAR))
     app.add_handler(CallbackQueryHandler(on_press(presses.sticker_button), pattern=keyboards.STICKER))
     app.add_handler(CallbackQueryHandler(on_press(presses.cutout_button), pattern=keyboards.CUTOUT))
+    app.add_handler(CallbackQueryHandler(on_press(presses.hd_button), pattern=keyboards.HD))
     app.add_handler(CallbackQueryHandler(on_press(presses.preview_button), pattern=keyboards.PREVIEW_MINE))
     app.add_handler(CallbackQueryHandler(on_press(presses.style_button), pattern=keyboards.SET_STYLE))
     app.add_handler(CallbackQueryHandler(on_press(presses.lang_button), pattern=keyboards.SET_LANG))

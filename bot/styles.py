@@ -99,6 +99,11 @@ class Styles:
         """The installed person segmentation stickers are cut with; None: they are cut as an oval."""
         return next((e for e in self.others if e.kind == "segmenter"), None)
 
+    @property
+    def upscaler(self) -> ModelEntry | None:
+        """The HD model (Real-CUGAN 2x), if installed: without it there is no HD."""
+        return next((e for e in self.others if e.kind == "upscaler"), None)
+
     def _digest(self, name: str) -> str:
         entry = self.entry(name)
         return (entry.sha256 or entry.git_sha1 or "local")[:12]

@@ -52,6 +52,7 @@ class WorkOrder:
     style: str
     settings: ConvertSettings
     clip: ClipSettings | None = None  # set: ``data`` is a clip, drawn frame by frame into an MP4
+    hd: bool = False  # set: ``data`` is a drawing's file, to be doubled by Real-CUGAN (:meth:`Drawer.hd`), not drawn
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,10 @@ class Drawer:
              cancelled: Callable[[], bool] | None = None) -> Converted | WorkFailed:
         """The drawing, or why not: a style not installed here or a bad photo is a WorkFailed with
         the sentence to pass on; so is a bug, whose traceback goes to the log. A clip reports each
-        frame to ``progress(done, total)`` and stops when ``cancelled()`` says so."""
+        frame to ``progress(done, total)`` and stops when ``cancelled()`` says so. An HD order is doubled."""
+        if order.hd:
+            return self.hd(order.job_id, order.data, order.settings.fmt, order.settings.jpeg_quality)
+
         def drawing() -> Converted:
             if order.clip is not None:
                 from inference.clips import convert_clip  # PyAV (15 MB) with the first clip only

@@ -53,6 +53,7 @@ class BotState:
     forgetting: Forgetting | None = None  # /forget (bot/flow/forgetting.py)
     keep_days: int = 30  # how long results and requests are kept (ANIMEBOT_KEEP_DAYS), for /privacy
     scaled_out: bool = False  # photos cross a broker (Redis), which /privacy says
+    hd: bool = False  # HD is on (ANIMEBOT_HD) and its model installed: the HD button works
 
 
 class SharedData:

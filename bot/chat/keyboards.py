@@ -40,6 +40,7 @@ ALL_STYLES = re.compile(rf"^a:({_ID})\Z")
 AVATAR = re.compile(rf"^v:({_ID})\Z")
 STICKER = re.compile(rf"^t:({_ID})\Z")
 CUTOUT = re.compile(rf"^n:({_ID})\Z")
+HD = re.compile(rf"^h:({_ID})\Z")
 PREVIEW_MINE = re.compile(r"^p:(\d+)\Z")
 SET_STYLE = re.compile(rf"^s:({_STYLE}):(\d+)\Z")
 SET_LANG = re.compile(r"^l:(\w{2,8}):(\d+)\Z")
@@ -109,17 +110,19 @@ def rows_of(buttons: list[InlineKeyboardButton], per_row: int) -> list[list[Inli
     return [buttons[i:i + per_row] for i in range(0, len(buttons), per_row)]
 
 
-def result_keyboard(styles: Styles, style: str, result_id: str, lang: str, webapp_url: str | None = None
-                    ) -> InlineKeyboardMarkup:
+def result_keyboard(styles: Styles, style: str, result_id: str, lang: str, webapp_url: str | None = None,
+                    hd: bool = False) -> InlineKeyboardMarkup:
     """Under a result: at most two rows of redraw buttons (short names), then what else it can become (a
-    sticker, an avatar), then All styles, No background and Full size; with ``webapp_url``, last, the Mini App
-    opened on this result (bot/webapp/)."""
+    sticker, an avatar, with ``hd`` its HD), then All styles, No background and Full size; with ``webapp_url``,
+    last, the Mini App opened on this result (bot/webapp/)."""
     shown = redraw_styles(styles, style)
     per_row = len(shown) if len(shown) <= 3 else min(REDRAW_PER_ROW, math.ceil(len(shown) / REDRAW_ROWS))
     rows = rows_of([InlineKeyboardButton(styles.display(n, lang), callback_data=f"r:{n}:{result_id}")
                     for n in shown], max(1, per_row))
     uses = [InlineKeyboardButton(t(lang, "sticker"), callback_data=f"t:{result_id}"),
             InlineKeyboardButton(t(lang, "avatar"), callback_data=f"v:{result_id}")]
+    if hd:
+        uses.append(InlineKeyboardButton(t(lang, "hd_button"), callback_data=f"h:{result_id}"))
     last = [InlineKeyboardButton(t(lang, "no_background"), callback_data=f"n:{result_id}"),
             InlineKeyboardButton(t(lang, "full_size"), callback_data=f"f:{result_id}")]
     if len(album_styles(styles, style)) >= 2:  # with one other style, its redraw button is the same thing

@@ -61,6 +61,15 @@ async def cutout_button(pressed: Pressed) -> None:
     await result_button(pressed, result_id, None, "cutout")
 
 
+async def hd_button(pressed: Pressed) -> None:
+    """``h:ID``: the result doubled by Real-CUGAN, as a file (and a photo where it fits); see bot/flow/kinds/hd.py."""
+    (result_id,) = pressed.groups(1)
+    if not pressed.st.hd:  # switched off, or its model gone, since the button was sent
+        await answer_quietly(pressed.query, t(pressed.lang, "hd_off"), alert=True)
+        return
+    await result_button(pressed, result_id, None, "hd")
+
+
 async def all_styles_button(pressed: Pressed) -> None:
     """``a:ID``: the result's photo in every other style, as an album (each style a photo of the quota)."""
     (result_id,) = pressed.groups(1)

@@ -24,7 +24,7 @@ from bot.chat.keyboards import album_keyboard, clip_keyboard, result_keyboard, s
 from bot.chat.status import reply_to
 from bot.chat.stickers import Stickers
 from bot.flow.access import Refusal
-from bot.flow.answering import FILES, MENU, PICTURE_AND_FILE, SHEET, STICKER, STYLES, Answer
+from bot.flow.answering import FILES, LARGE, MENU, PICTURE_AND_FILE, SHEET, STICKER, STYLES, Answer
 from bot.flow.drawn import Drawn
 from bot.flow.requests import Request
 from bot.flow.retry import retrying
@@ -43,6 +43,10 @@ NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most 
 # share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
 # town_1280x854's a twelfth (the scene around it washes out).
 SELFIE_NOTE_SHARE = 0.12
+# What Telegram takes from a bot: any file up to 50 MB; a photo up to 10 MB, its width and height adding up to 10000.
+UPLOAD_LIMIT = 50 * 1024 * 1024
+PHOTO_LIMIT = 10 * 1024 * 1024
+PHOTO_SIDES = 10_000
 
 
 @dataclass
@@ -56,9 +60,10 @@ class _Notice:
 
 class Replies:
     def __init__(self, bot: Bot, stores: Stores, buttons: ResultButtons[ConvertSettings], styles: Styles, stickers: Stickers,
-                 clip_s: float = 10.0, webapp_url: str | None = None) -> None:
+                 clip_s: float = 10.0, webapp_url: str | None = None, hd: bool = False) -> None:
         self.bot = bot
         self.webapp_url = webapp_url  # the Mini App's address: a button under each photo result opens it
+        self.hd = hd  # HD is on and installed: a button under each photo result asks for it
         self.stickers = stickers
         self._told_oval: set[int] = set()  # chats told this run that stickers are cut as an oval
         self.clip_s = clip_s  # the longest clip drawn, for the note under one cut short
@@ -85,6 +90,8 @@ class Replies:
     async def _results(self, req: Request, shape: str, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
         if shape == FILES:
             return [(d, await self._document(req, d)) for d in done]
+        if len(done) == 1 and shape == LARGE:
+            return await self._large(req, done[0])
         if len(done) == 1 and shape == STICKER:
             sent = await self.stickers.send(req, done[0].result)
             if self.styles.cutter is None and req.chat_id not in self._told_oval:
@@ -212,7 +219,7 @@ class Replies:
         s = req.settings
         # Telegram takes Mini App buttons in private chats only; the page shows whole drawings, not an avatar's square
         webapp = self.webapp_url if req.chat_id > 0 and not s.avatar and not s.cut else None
-        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang, webapp)
+        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang, webapp, self.hd)
         # "All styles" with only one style drawn still says which style it is
         caption = self._named_caption(req, d) if shape == STYLES else self._caption(req, [d])
         return await self._send_or_upload(req, d.result.media_file_id, d.result, lambda photo: self.bot.send_photo(
@@ -241,6 +248,21 @@ class Replies:
             req.chat_id, clip, width=res.width, height=res.height, caption=caption, supports_streaming=True,
             has_spoiler=d.source.spoiler, filename=f"anime-{d.style}.mp4", reply_parameters=replying,
             reply_markup=markup))
+
+    async def _large(self, req: Request, d: Drawn) -> list[tuple[Drawn, Message]]:
+        """A big drawing (HD): as a photo too where it fits Telegram's photo limits, then the file; over
+        what a bot may upload at all, one sentence instead (Full size still sends the drawing itself)."""
+        size = d.result.path.stat().st_size
+        if size > UPLOAD_LIMIT:
+            await self.say(req, t(req.lang, "hd_too_big"))
+            return []
+        sent = []
+        if size <= PHOTO_LIMIT and d.result.width + d.result.height <= PHOTO_SIDES:
+            caption = self._caption(req, [d])
+            sent.append((d, await self._send_or_upload(req, d.result.media_file_id, d.result, lambda photo: (
+                self.bot.send_photo(req.chat_id, photo, caption=caption, reply_parameters=reply_to(req),
+                                    has_spoiler=d.source.spoiler)))))
+        return [*sent, (d, await self._document(req, d))]
 
     async def _document(self, req: Request, d: Drawn) -> Message:
         name = f"anime-{d.style}{d.result.path.suffix}"

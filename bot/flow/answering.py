@@ -28,6 +28,7 @@ FILES = "files"  # each drawing as a file, uncompressed
 STICKER = "sticker"  # one drawing as a sticker, into the user's set
 PICTURE_AND_FILE = "picture+file"  # one drawing to look at, and as the file to keep (a profile picture)
 TILES = "tiles"  # each style's tile, kept for a page that shows them one by one
+LARGE = "large"  # one big drawing (HD): the file, and as a photo too where it fits Telegram's photo limits
 SHEET = "sheet"  # one picture of every style's tile, with the style menu (/style)
 MENU = "menu"  # the style menu alone, as text: a preview that could not be drawn
 

@@ -13,22 +13,21 @@ import hashlib
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from telegram import Bot
 from telegram.error import BadRequest, NetworkError
 
 from storage.errors import AnimebotError
 from bot.drawing.fairqueue import Ticket
-from bot.drawing.pool import Pool, PoolBusy, Reservation
+from bot.drawing.pool import Pool, PoolBusy
 from bot.flow import previews
 from bot.flow.admission import Admission, FlowSettings
 from bot.flow.drawn import Drawn
+from bot.flow.errand import Errand, Fetched
 from bot.flow.kinds.registry import plan
-from bot.flow.progress import Progress
 from bot.flow.requests import Failed, Request, Source
 from bot.flow.retry import retrying
-from bot.flow.running import RunningJob
 from bot.service import metrics
 from bot.styles import Styles
 from inference import clip_io, sticker
@@ -50,20 +49,6 @@ class DrawingStopped(Exception):
     stopped: it draws the photo itself (its own stop is a CancelledError, as ever)."""
 
 
-Fetched = dict[Source, "asyncio.Task[bytes]"]  # each photo of a request downloaded once, however many styles
-
-
-@dataclass(frozen=True)
-class Errand:
-    """One request being answered, as each of its drawings needs it: the request; its running job (for
-    Cancel and /forget); its progress (what the user is shown); its queue places, reserved at take-on
-    (None: recovered after a restart, it waits for room); and its photos' downloads."""
-
-    req: Request
-    job: RunningJob
-    progress: Progress
-    reservation: Reservation | None
-    fetched: Fetched
 
 
 class Results:
@@ -93,7 +78,7 @@ class Results:
             if style not in self.styles.names:  # uninstalled since the request was made: it will fail, not draw
                 needs.append(False)
                 continue
-            key = result_key(sha, style, self.version(src, style, req)) if sha else None
+            key = result_key(sha, style, plan(req).version(self.version(src, style, req))) if sha else None
             needs.append(key is None or (key not in self._drawing and not await self.stores.results.has(key)))
         return needs
 
@@ -155,7 +140,9 @@ class Results:
         metrics.CACHE_LOOKUPS.labels("miss").inc()  # the last look (the first may not know the hash): drawn now
         measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
         with self.admission.counted(req.user_id, measured.units - src.units if plan(req).units(req) else 0):
-            return await self._draw_shared(errand, measured, style, key, sha, data)
+            order = WorkOrder(req.job_id, data, style, req.settings,
+                              self._clip_settings(measured, req) if measured.clip else None)
+            return await self._draw_shared(errand, measured, style, key, sha, order)
 
     async def _received(self, req: Request, src: Source, sha: str) -> None:
         """The user sent these bytes as this Telegram file (not a redraw of a result): the file and the
@@ -180,13 +167,31 @@ class Results:
         limits = self._clip_limits(req)
         return f"{version}|{src.kind}:{limits.max_seconds:g}s:{limits.max_fps:g}fps:{limits.max_side}px:{CLIP_REVISION}"
 
-    async def _draw_shared(self, errand: Errand, src: Source, style: str, key: str, sha: str, data: bytes) -> Drawn:
+    async def doubled(self, errand: Errand, base: Drawn) -> Drawn:
+        """``base`` doubled by Real-CUGAN (HD, bot/flow/kinds/hd.py): from the cache, from the same doubling
+        under way, or made on a worker from the very file the user has, so that it is that picture, doubled."""
+        req = errand.req
+        if base.source.clip:
+            raise Failed("hd_no_clip")
+        key = result_key(base.sha256, base.style, plan(req).version(self.version(base.source, base.style, req)))
+        if known := await self.known(key):
+            drawn = Drawn(base.source, base.sha256, base.style, known, from_cache=True)
+        else:
+            data = await asyncio.to_thread(base.result.path.read_bytes)
+            order = WorkOrder(req.job_id, data, base.style, req.settings, hd=True)
+            drawn = await self._draw_shared(errand, base.source, base.style, key, base.sha256, order)
+        if not base.source.sample:
+            await self.stores.holdings.hold(req.user_id, drawn.sha256, drawn.result.key)
+        return drawn
+
+    async def _draw_shared(self, errand: Errand, src: Source, style: str, key: str, sha: str, order: WorkOrder
+                           ) -> Drawn:
         """Draw it, letting any request that wants the same result meanwhile wait for this drawing."""
         drawing = asyncio.get_running_loop().create_future()
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
         try:
-            stored, animated, units, notes = await self._draw(errand, src, style, key, sha, data)
+            stored, animated, units, notes = await self._draw(errand, src, style, key, sha, order)
             drawing.set_result(stored)
             return Drawn(src, sha, style, stored, from_cache=False, animated=animated, units=units, notes=notes)
         except asyncio.CancelledError:
@@ -211,13 +216,12 @@ class Results:
         await self.admission.weigh_clip(req, src, measured)
         return measured
 
-    async def _draw(self, errand: Errand, src: Source, style: str, key: str, sha: str, data: bytes
+    async def _draw(self, errand: Errand, src: Source, style: str, key: str, sha: str, order: WorkOrder
                     ) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
-        """Queue the photo or clip on a worker, wait for it, and store the result; also whether it was an
+        """Queue the order on a worker, wait for it, and store the result; also whether it was an
         animated picture (its first frame drawn), how many photos of the quota it counts as, and what a
         clip's caption must say (cut short, sound lost)."""
         req, job, reservation = errand.req, errand.job, errand.reservation
-        order = WorkOrder(req.job_id, data, style, req.settings, self._clip_settings(src, req) if src.clip else None)
         try:
             if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
                 ticket = self.pool.requeue(order, req.user_id, key)
@@ -268,7 +272,7 @@ class Results:
         # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
         log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "
                  "%d face pass(es) %.2f s)", req.job_id, style, *converted.input_size, w, h, ticket.waited_s,
-                 drawing_s, sum(converted.timings.values()), converted.timings["model_s"], passes,
+                 drawing_s, sum(converted.timings.values()), converted.timings.get("model_s", 0.0), passes,
                  converted.timings.get("faces_s", 0.0))
         return stored, converted.frames > 1, 1, ()
 

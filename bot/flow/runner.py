@@ -30,7 +30,8 @@ from bot.flow.kinds.registry import plan
 from bot.flow.progress import Progress
 from bot.flow.recovery import Recovery
 from bot.flow.requests import Failed, Request
-from bot.flow.results import Errand, Fetched, Results
+from bot.flow.errand import Errand, Fetched
+from bot.flow.results import Results
 from bot.flow.running import RunningJob, RunningJobs
 from bot.flow.sheets import Sheets
 from bot.service import metrics
@@ -170,7 +171,8 @@ class JobRunner:
             errand = Errand(req, job, progress, reservation, fetched)
             ready = await kind.ready(req, bench)  # a cached sheet: nothing to draw
             results = [] if ready is not None else await asyncio.gather(
-                *(self.results.result(errand, src, style) for src, style in kind.items(req)), return_exceptions=True)
+                *(kind.draw(self.results, errand, src, style) for src, style in kind.items(req)),
+                return_exceptions=True)
             done = [r for r in results if isinstance(r, Drawn)]
             failed = [r for r in results if isinstance(r, Failed)]
             for r in results:

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from bot.flow.drawn import Drawn
 from bot.flow.previews import SHEET_STYLE, compose, sheet_key_of, tile_label
 from bot.flow.requests import Failed, Request
-from bot.flow.results import Fetched, Results
+from bot.flow.errand import Fetched
+from bot.flow.results import Results
 from bot.styles import Styles
 from storage.cache import CachedResult
 from storage.stores import Stores

@@ -83,6 +83,8 @@ class Config:
     # The Mini App's public https:// address (bot/webapp/): served at /app by the same server as the webhook
     # or /metrics, offered as the menu button and under each result. Unset: no Mini App.
     webapp_url: str | None = None
+    # HD (bot/flow/kinds/hd.py): the HD button under results, when the Real-CUGAN model is installed.
+    hd: bool = True
     # Models to install at start when missing (the Docker image sets these):
     # copied from baked_models when a file there has the right hash, else
     # downloaded. See weights/provision.py.
@@ -149,6 +151,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         baked_models=Path(env["ANIMEBOT_BAKED_MODELS"]) if env.get("ANIMEBOT_BAKED_MODELS") else None,
         broker_url=_broker_url(env),
         webapp_url=_webapp_url(env),
+        hd=_choice(env, "ANIMEBOT_HD", "on", ("on", "off")) == "on",
     )
     if cfg.webapp_url and not (cfg.webhook_url or cfg.metrics_port):
         raise ConfigError("ANIMEBOT_WEBAPP_URL needs the bot's HTTP server: set ANIMEBOT_METRICS_PORT when polling "

@@ -68,14 +68,15 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     stickers = Stickers(app.bot, StickerBook(db), journal.secret)
-    replies = Replies(app.bot, stores, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url)
+    hd = cfg.hd and styles.upscaler is not None
+    replies = Replies(app.bot, stores, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url, hd)
     desk = AppJobs(buttons)  # what the Mini App's page is told about the jobs it started
     ways: dict[str, Way] = {"chat": ChatWay(app.bot, replies, journal), "app": PageWay(desk)}  # by Request.answer
     runner = JobRunner(app.bot, pool, stores, journal, styles, ways, desk, settings)
     albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     forgetting = Forgetting(app.bot, runner, Erasures(db, stores.results.results_dir), limits)
     st = BotState(runner, journal, pool, db, stores, buttons, styles, albums, access, forgetting=forgetting,
-                  keep_days=cfg.keep_days, scaled_out=bool(cfg.broker_url))
+                  keep_days=cfg.keep_days, scaled_out=bool(cfg.broker_url), hd=hd)
     app.bot_data.state = st
     await _register_commands(app)
     await _menu_button(app, cfg.webapp_url)

@@ -15,9 +15,20 @@ from typing import ClassVar, Protocol
 from bot.flow.access import Refusal
 from bot.flow.answering import PICTURES, Answer
 from bot.flow.drawn import Drawn
+from bot.flow.errand import Errand
 from bot.flow.requests import Failed, Request, Source
 from bot.words.catalogue import t
 from inference.pipeline import ConvertSettings
+
+
+class Drawing(Protocol):
+    """What the flow's results (bot/flow/results.py) do for a planner."""
+
+    async def result(self, errand: Errand, src: Source, style: str) -> Drawn:
+        """The photo drawn in the style: from the cache, from the same drawing under way, or drawn."""
+
+    async def doubled(self, errand: Errand, base: Drawn) -> Drawn:
+        """A drawing doubled by Real-CUGAN: from the cache, or made on a worker from its file."""
 
 
 class Bench(Protocol):
@@ -50,6 +61,14 @@ class Kind:
     stills_only: ClassVar[bool] = False  # a clip is refused, not drawn
     sheet: ClassVar[bool] = False  # its tiles make a preview sheet: once that is cached, nothing needs drawing
     waiting_words: ClassVar[str | None] = None  # what its status says, in queue or drawing, if not the photos' count
+
+    async def draw(self, drawing: Drawing, errand: Errand, src: Source, style: str) -> Drawn:
+        """One of its drawings (:meth:`items`), got."""
+        return await drawing.result(errand, src, style)
+
+    def version(self, version: str) -> str:
+        """The cache version of its result, from the drawing's (what else makes its bytes)."""
+        return version
 
     def settings(self, base: ConvertSettings) -> ConvertSettings:
         """The settings it is drawn at, made from the result's or the chat's (a preset for some kinds)."""

@@ -5,6 +5,7 @@ from bot.flow.kinds.avatar import Avatar
 from bot.flow.kinds.base import Kind
 from bot.flow.kinds.cutout import Cutout
 from bot.flow.kinds.file import File
+from bot.flow.kinds.hd import HD
 from bot.flow.kinds.photo import Photo
 from bot.flow.kinds.preview import Preview, Tiles
 from bot.flow.kinds.sticker import Sticker
@@ -13,7 +14,7 @@ from bot.flow.requests import Request
 from inference.pipeline import ConvertSettings
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
-    Photo(), AllStyles(), Preview(), Tiles(), File(), Sticker(), Avatar(), Cutout())}
+    Photo(), AllStyles(), Preview(), Tiles(), File(), Sticker(), Avatar(), Cutout(), HD())}
 
 
 def redrawn(settings: ConvertSettings) -> str:

@@ -1,0 +1,94 @@
+"""The HD button: a result doubled by Real-CUGAN, sent as the file and as a photo where it fits.
+
+With the real style and Real-CUGAN (from ../shared), a real bot draws a photo; HD of that result must be
+exactly twice its size, and it must be Real-CUGAN of the very file the user got (as ncnn's own runtime
+runs it), clearly closer to that than to a resize. Pressed again, it comes from the cache and costs no
+photo of the quota. Without the model, or with ``ANIMEBOT_HD=off``, there is no button, and an old one
+says so in one sentence (on the tiny generator, everywhere).
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from testkit import ncnn_reference
+from testkit.bot_harness import private_chat
+from testkit.bot_in_process import serving
+from testkit.journal import drawn_by, settled
+from testkit.models import CUGAN_BIN, CUGAN_PARAM
+from testkit.pictures import PHOTOS, psnr, synthetic_photo
+from testkit.privacy import BOT_ENV
+from testkit.replies import buttons, first_answer
+from weights.store import ModelStore
+
+BORDER = 24  # px left out at each edge, as the independent check does
+
+
+@pytest.fixture(scope="module")
+def hd_home(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path, photos: list[Path]) -> Iterator[Path]:
+    for path in (CUGAN_PARAM, CUGAN_BIN):
+        if not path.is_file():
+            pytest.skip(f"real model file {path} is absent (it lives in ../shared/models on CI)")
+    store = ModelStore(tmp_path_factory.mktemp("hd-home"))
+    for path in (hayao_file, CUGAN_PARAM, CUGAN_BIN):
+        store.import_file(path)
+    yield store.home
+
+
+def _rgb(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def test_hd_under_a_result_is_real_cugan_of_that_result_twice_its_size(hd_home: Path,
+                                                                      tmp_path: Path) -> None:
+    with serving(tmp_path, hd_home, ANIMEBOT_STYLE="hayao", ANIMEBOT_RATE_PER_MINUTE="0") as (bot, fake):
+        chat, user = private_chat(770051001)
+        photo = fake.photo_message(chat, user, (PHOTOS / "portrait_closeup.jpg").read_bytes())
+        result = first_answer(fake, photo, "sendPhoto", timeout=300)
+        hd = next(d for d in buttons(result) if d.startswith("h:"))
+        photos_before = len(fake.calls_to("sendPhoto", chat["id"]))
+        fake.press(user, result.result, hd)
+        file = fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 300)[0]
+        shown = fake.wait_for(lambda: fake.calls_to("sendPhoto", chat["id"])[photos_before:], 60)[0]
+        fake.wait_for(lambda: settled(bot.home, fake), 60)
+        drawn = drawn_by(bot.home, user["id"])
+
+        fake.press(user, result.result, hd)  # again: from the cache, free
+        again = fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"])[1:], 120)[0]
+        fake.wait_for(lambda: settled(bot.home, fake), 60)
+        assert drawn_by(bot.home, user["id"]) == drawn == 2, "the drawing and its HD; the repeat costs nothing"
+
+    original = _rgb(fake.sent_file(result, "photo"))
+    ours = _rgb(fake.sent_file(file, "document"))
+    h, w = original.shape[:2]
+    assert ours.shape[:2] == (2 * h, 2 * w)
+    assert _rgb(fake.sent_file(shown, "photo")).shape == ours.shape  # 1440 px fits Telegram's photo limits
+    assert fake.sent_file(again, "document") == fake.sent_file(file, "document")
+    try:
+        reference = ncnn_reference.load(CUGAN_PARAM, CUGAN_BIN, threads=1)(original)
+    except ImportError:
+        pytest.skip("the ncnn package is absent (pip install ncnn; it is in the test extra)")
+    lanczos = np.asarray(Image.fromarray(original).resize((2 * w, 2 * h), Image.Resampling.LANCZOS))
+    inner = np.s_[BORDER:-BORDER, BORDER:-BORDER]
+    assert psnr(ours[inner], reference[inner]) >= 38
+    assert psnr(ours[inner], reference[inner]) >= psnr(lanczos[inner], reference[inner]) + 5
+
+
+@pytest.mark.parametrize("env", [{}, {"ANIMEBOT_HD": "off"}], ids=["not-installed", "switched-off"])
+def test_without_hd_there_is_no_button_and_an_old_one_says_so(tiny_store: ModelStore, tmp_path: Path,
+                                                                env: dict[str, str]) -> None:
+    with serving(tmp_path, tiny_store.home, **{**BOT_ENV, **env}) as (_, fake):
+        chat, user = private_chat(770051002)
+        photo = fake.photo_message(chat, user, synthetic_photo(480, 360, seed=5101))
+        result = first_answer(fake, photo, "sendPhoto", timeout=120)
+        shown = buttons(result)
+        assert any(d.startswith("f:") for d in shown) and not any(d.startswith("h:") for d in shown)
+        fake.press(user, result.result, "h:" + next(d for d in shown if d.startswith("f:"))[2:])
+        alert = fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery") if c.params.get("text")], 60)[0]
+    assert alert.params["text"] == "HD is not available on this bot."
+    assert not fake.calls_to("sendDocument", chat["id"])
