@@ -94,7 +94,7 @@ def routes(store: ModelStore) -> list[re.Pattern[str]]:
 def genuine_buttons() -> list[str]:
     """The callback data of every keyboard the bot builds, as a user would press them."""
     styles = Styles(tuple(e for e in builtin_entries() if e.kind == "style"), "hayao", ConvertSettings())
-    markups = [result_keyboard(styles, "hayao", "Ab-_0123456x", "en"), album_keyboard(["Ab-_0123456y"] * 2, "en"),
+    markups = [result_keyboard(styles, "hayao", "Ab-_0123456x", "en", hd=True), album_keyboard(["Ab-_0123456y"] * 2, "en"),
                style_keyboard(styles, "hayao", 4242, "en", own_photo=True), lang_keyboard(4242),
                settings_keyboard(ConvertSettings(), "en", 4242), cancel_keyboard("1234", "en"),
                forget_keyboard(4242, "en")]
