@@ -50,3 +50,23 @@ def load(param: Path, weights: Path, threads: int = 2, fp32: bool = True) -> Ncn
     import ncnn
 
     return NcnnUpscaler(ncnn, param, weights, threads, fp32)
+
+
+def closeness(ours: np.ndarray, drawing: np.ndarray, param: Path, weights: Path, border: int = 24
+              ) -> tuple[float, float]:
+    """How close ``ours`` (an HD of ``drawing``) is to ncnn's Real-CUGAN of it, and how close a 2x Lanczos
+    resize is, in dB, ``border`` px left out at each edge as the independent check does; the test is
+    skipped where ncnn is absent."""
+    import pytest
+    from PIL import Image
+
+    from testkit.pictures import psnr
+
+    try:
+        reference = load(param, weights, threads=1)(drawing)
+    except ImportError:
+        pytest.skip("the ncnn package is absent (pip install ncnn; it is in the test extra)")
+    h, w = drawing.shape[:2]
+    lanczos = np.asarray(Image.fromarray(drawing).resize((2 * w, 2 * h), Image.Resampling.LANCZOS))
+    inner = np.s_[border:-border, border:-border]
+    return psnr(ours[inner], reference[inner]), psnr(lanczos[inner], reference[inner])

@@ -30,7 +30,8 @@ from inference.backends import TorchStylizer
 from inference.generator import Generator
 from testkit.bot_harness import start_bot
 from testkit.bot_in_process import bot_in_process, serving
-from testkit.models import CUTE_FILE, DET_FILE, HAYAO_FILE, MODELS, SELFIE_FILE, STYLE_NAMES, TINY_WIDTHS
+from testkit.models import (CUGAN_BIN, CUGAN_PARAM, CUTE_FILE, DET_FILE, HAYAO_FILE, MODELS, SELFIE_FILE, STYLE_NAMES,
+                            TINY_WIDTHS)
 from testkit.pictures import PHOTOS, photo_paths
 from testkit.redis_server import RedisServer, have_redis_server
 from weights.store import ModelStore
@@ -146,6 +147,17 @@ def real_store(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> Mo
     for optional in (CUTE_FILE, DET_FILE):
         if optional.is_file():
             store.import_file(optional)
+    return store
+
+
+@pytest.fixture(scope="session")
+def hd_store(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> ModelStore:
+    """A data dir with Hayao to draw with and Real-CUGAN 2x to double the drawings (HD). Shared by readers."""
+    for path in (CUGAN_PARAM, CUGAN_BIN):
+        _need(path)
+    store = ModelStore(tmp_path_factory.mktemp("hd-home"))
+    for path in (hayao_file, CUGAN_PARAM, CUGAN_BIN):
+        store.import_file(path)
     return store
 
 

@@ -13,8 +13,7 @@ from inference.engine import load_upscaler
 from testkit import ncnn_reference
 from testkit.clip_maker import gif, numbered_frames
 from testkit.models import CUGAN_BIN, CUGAN_PARAM
-from testkit.pictures import psnr
-from tests.cli.test_cli import _animebot
+from testkit.cli import animebot
 from weights.store import ModelStore
 
 BORDER = 24  # px left out at each edge, as the independent check does
@@ -26,13 +25,13 @@ def home(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> Path:
         if not path.is_file():
             pytest.skip(f"real model file {path} is absent (it lives in ../shared/models on CI)")
     home = tmp_path_factory.mktemp("hd-home")
-    done = _animebot(home, "weights", "import", str(hayao_file), str(CUGAN_PARAM), str(CUGAN_BIN))
+    done = animebot(home, "weights", "import", str(hayao_file), str(CUGAN_PARAM), str(CUGAN_BIN))
     assert done.returncode == 0, done.stderr
     return home
 
 
 def _convert(home: Path, *args: str) -> dict[str, object]:
-    done = _animebot(home, "convert", *args, "--style", "hayao", "--max-side", "256", "--threads", "1", "--json")
+    done = animebot(home, "convert", *args, "--style", "hayao", "--max-side", "256", "--threads", "1", "--json")
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 
@@ -50,14 +49,8 @@ def test_hd_png_is_real_cugan_of_the_plain_drawing(home: Path, photos: list[Path
         ours = np.asarray(img.convert("RGB"))
     # The drawing inside --hd is plain convert's, pixel for pixel: doubled here the same way, it is the same file's.
     assert np.array_equal(ours, load_upscaler(ModelStore(home), threads=1)(drawing))
-    try:
-        reference = ncnn_reference.load(CUGAN_PARAM, CUGAN_BIN, threads=1)(drawing)
-    except ImportError:
-        pytest.skip("the ncnn package is absent (pip install ncnn; it is in the test extra)")
-    lanczos = np.asarray(Image.fromarray(drawing).resize((2 * w, 2 * h), Image.Resampling.LANCZOS))
-    inner = np.s_[BORDER:-BORDER, BORDER:-BORDER]
-    assert psnr(ours[inner], reference[inner]) >= 38
-    assert psnr(ours[inner], reference[inner]) >= psnr(lanczos[inner], reference[inner]) + 10
+    to_reference, lanczos_to_reference = ncnn_reference.closeness(ours, drawing, CUGAN_PARAM, CUGAN_BIN, BORDER)
+    assert to_reference >= 38 and to_reference >= lanczos_to_reference + 10
 
 
 def test_hd_jpeg_is_twice_the_plain_jpeg(home: Path, photos: list[Path], tmp_path: Path) -> None:
@@ -72,7 +65,7 @@ def test_hd_jpeg_is_twice_the_plain_jpeg(home: Path, photos: list[Path], tmp_pat
 def test_hd_of_a_clip_is_refused_in_one_line(home: Path, tmp_path: Path) -> None:
     clip = tmp_path / "wave.gif"
     clip.write_bytes(gif(numbered_frames(4, (64, 48)), 8))
-    done = _animebot(home, "convert", str(clip), "--hd", "--out-dir", str(tmp_path / "o"))
+    done = animebot(home, "convert", str(clip), "--hd", "--out-dir", str(tmp_path / "o"))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"{clip}: {clip} is a clip; --hd doubles pictures only"
     assert not (tmp_path / "o").exists()

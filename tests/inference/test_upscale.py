@@ -23,18 +23,6 @@ from testkit.pictures import psnr
 from weights.store import ModelStore
 
 
-@pytest.fixture(scope="module")
-def hd_store(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> ModelStore:
-    """A data dir with Hayao to draw with and Real-CUGAN to double the drawings."""
-    for path in (CUGAN_PARAM, CUGAN_BIN):
-        if not path.is_file():
-            pytest.skip(f"real model file {path} is absent (it lives in ../shared/models on CI)")
-    store = ModelStore(tmp_path_factory.mktemp("hd-home"))
-    for path in (hayao_file, CUGAN_PARAM, CUGAN_BIN):
-        store.import_file(path)
-    return store
-
-
 def _drawing(store: ModelStore, photo: bytes, max_side: int) -> np.ndarray:
     """A real photo drawn in Hayao's style, as the bot draws it (the face pass aside)."""
     model = load_stylizer(store, "hayao", threads=1)

@@ -6,7 +6,6 @@ Real-CUGAN of it, twice its size, which the bot caches like any result.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,6 @@ from PIL import Image
 from inference.engine import load_upscaler
 from testkit.bot_harness import private_chat, start_bot
 from testkit.fake_telegram import FakeTelegram
-from testkit.models import CUGAN_BIN, CUGAN_PARAM
 from testkit.pictures import PHOTOS, psnr
 from testkit.redis_server import RedisServer
 from testkit.replies import buttons, first_answer
@@ -24,17 +22,6 @@ from testkit.worker_harness import start_worker
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture(scope="module")
-def hd_store(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path) -> Iterator[ModelStore]:
-    for path in (CUGAN_PARAM, CUGAN_BIN):
-        if not path.is_file():
-            pytest.skip(f"real model file {path} is absent (it lives in ../shared/models on CI)")
-    store = ModelStore(tmp_path_factory.mktemp("hd-scaled-home"))
-    for path in (hayao_file, CUGAN_PARAM, CUGAN_BIN):
-        store.import_file(path)
-    yield store
 
 
 def _rgb(data: bytes) -> np.ndarray:

@@ -9,7 +9,6 @@ says so in one sentence (on the tiny generator, everywhere).
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ from testkit.bot_harness import private_chat
 from testkit.bot_in_process import serving
 from testkit.journal import drawn_by, settled
 from testkit.models import CUGAN_BIN, CUGAN_PARAM
-from testkit.pictures import PHOTOS, psnr, synthetic_photo
+from testkit.pictures import PHOTOS, synthetic_photo
 from testkit.privacy import BOT_ENV
 from testkit.replies import buttons, first_answer
 from weights.store import ModelStore
@@ -29,24 +28,12 @@ from weights.store import ModelStore
 BORDER = 24  # px left out at each edge, as the independent check does
 
 
-@pytest.fixture(scope="module")
-def hd_home(tmp_path_factory: pytest.TempPathFactory, hayao_file: Path, photos: list[Path]) -> Iterator[Path]:
-    for path in (CUGAN_PARAM, CUGAN_BIN):
-        if not path.is_file():
-            pytest.skip(f"real model file {path} is absent (it lives in ../shared/models on CI)")
-    store = ModelStore(tmp_path_factory.mktemp("hd-home"))
-    for path in (hayao_file, CUGAN_PARAM, CUGAN_BIN):
-        store.import_file(path)
-    yield store.home
-
-
 def _rgb(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
 
 
-def test_hd_under_a_result_is_real_cugan_of_that_result_twice_its_size(hd_home: Path,
-                                                                      tmp_path: Path) -> None:
-    with serving(tmp_path, hd_home, ANIMEBOT_STYLE="hayao", ANIMEBOT_RATE_PER_MINUTE="0") as (bot, fake):
+def test_hd_under_a_result_is_real_cugan_of_that_result_twice_its_size(hd_store: ModelStore, tmp_path: Path) -> None:
+    with serving(tmp_path, hd_store.home, ANIMEBOT_STYLE="hayao", ANIMEBOT_RATE_PER_MINUTE="0") as (bot, fake):
         chat, user = private_chat(770051001)
         photo = fake.photo_message(chat, user, (PHOTOS / "portrait_closeup.jpg").read_bytes())
         result = first_answer(fake, photo, "sendPhoto", timeout=300)
@@ -69,14 +56,8 @@ def test_hd_under_a_result_is_real_cugan_of_that_result_twice_its_size(hd_home: 
     assert ours.shape[:2] == (2 * h, 2 * w)
     assert _rgb(fake.sent_file(shown, "photo")).shape == ours.shape  # 1440 px fits Telegram's photo limits
     assert fake.sent_file(again, "document") == fake.sent_file(file, "document")
-    try:
-        reference = ncnn_reference.load(CUGAN_PARAM, CUGAN_BIN, threads=1)(original)
-    except ImportError:
-        pytest.skip("the ncnn package is absent (pip install ncnn; it is in the test extra)")
-    lanczos = np.asarray(Image.fromarray(original).resize((2 * w, 2 * h), Image.Resampling.LANCZOS))
-    inner = np.s_[BORDER:-BORDER, BORDER:-BORDER]
-    assert psnr(ours[inner], reference[inner]) >= 38
-    assert psnr(ours[inner], reference[inner]) >= psnr(lanczos[inner], reference[inner]) + 5
+    to_reference, lanczos_to_reference = ncnn_reference.closeness(ours, original, CUGAN_PARAM, CUGAN_BIN, BORDER)
+    assert to_reference >= 38 and to_reference >= lanczos_to_reference + 5
 
 
 @pytest.mark.parametrize("env", [{}, {"ANIMEBOT_HD": "off"}], ids=["not-installed", "switched-off"])
