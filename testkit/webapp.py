@@ -92,11 +92,12 @@ class App:
         return list(answer.json()["results"])
 
     def finished(self, job: str, uid: int) -> dict[str, Any]:
-        """Poll the job as the page does, until it is done or failed."""
+        """Poll the job as the page does, until it is done or failed: twice a second, within the API's rate
+        (bot/webapp/limits.py) however long the job (an HD takes seconds)."""
         def ended() -> dict[str, Any] | None:
             state: dict[str, Any] = self.get(f"/app/api/jobs/{job}", uid).json()
             return state if state["state"] in ("done", "failed") else None
-        return wait_for(ended, 120, f"the end of job {job}")
+        return wait_for(ended, 120, f"the end of job {job}", interval=0.5)
 
     def picture(self, url: str) -> Image.Image:
         answer = call(self.base, url)

@@ -40,7 +40,7 @@ from bot.webapp.jobs import AppJob, AppJobs
 from bot.webapp.limits import API_PER_MINUTE, IMAGES_PER_MINUTE, Window
 from bot.webapp.links import PREFIX, Links
 from bot.webapp.photos import Originals
-from bot.webapp.pictures import Pictures, drawing_key, tile_key
+from bot.webapp.pictures import Pictures, drawing_key, hd_key, tile_key
 from bot.words.catalogue import page_words, pick_lang, t
 from inference.pipeline import ConvertSettings
 from storage.buttons import ShownResult
@@ -80,6 +80,7 @@ class WebApp:
         app.router.add_get("/app/api/results/{id}/styles", self._styles)
         app.router.add_post("/app/api/results/{id}/styles", self._draw_styles)
         app.router.add_post("/app/api/results/{id}/send", self._send)
+        app.router.add_post("/app/api/results/{id}/hd", self._hd)
         app.router.add_post("/app/api/draw", self._draw)
         app.router.add_get("/app/api/jobs/{job}", self._job)
         app.router.add_get(PREFIX + r"/{uid:\d{1,20}}/{id:[\w-]{12}}/{variant:[\w.-]{1,40}}/{expires:\d{1,12}}"
@@ -159,21 +160,24 @@ class WebApp:
 
     async def _described(self, user_id: int, rows: list[tuple[str, ShownResult[ConvertSettings], CachedResult]], lang: str
                          ) -> list[dict[str, Any]]:
-        """Results as the page reads them (docs/webapp.md's Result), their full-strength drawings looked up at
-        once."""
+        """Results as the page reads them (docs/webapp.md's Result), their full-strength drawings and their HDs
+        looked up at once."""
         styles = self.st.styles
         pure = {rid: drawing_key(styles, s, strength=100, keep_colours=False) for rid, s, _ in rows
                 if s.settings.strength != 100 or s.settings.keep_colours}
-        based = await self.st.stores.results.peek(list(pure.values()))
+        hds = {rid: hd_key(styles, s) for rid, s, _ in rows} if self.st.hd else {}
+        cached = await self.st.stores.results.peek([*pure.values(), *hds.values()])
         described = []
         for rid, shown, result in rows:
             s, image = shown.settings, self.links.image(user_id, rid, "image")
-            base = self.links.image(user_id, rid, "base") if pure.get(rid) in based else None
+            base = self.links.image(user_id, rid, "base") if pure.get(rid) in cached else None
             described.append({
                 "id": rid, "image": image, "thumb": self.links.image(user_id, rid, "thumb"),
                 "photo": self.links.image(user_id, rid, "photo"), "base": image if rid not in pure else base,
                 "style": shown.style, "style_name": styles.display(shown.style, lang), "strength": s.strength,
                 "keep_colours": s.keep_colours, "width": result.width, "height": result.height,
+                "format": s.fmt, "hd_available": self.st.hd,
+                "hd": self.links.image(user_id, rid, "hd") if hds.get(rid) in cached else None,
                 "created": int(shown.shown_at)})
         return described
 
@@ -236,6 +240,16 @@ class WebApp:
         kind = "sticker" if body["as"] == "sticker" else redrawn(shown.settings)
         return await self._start(await self._request(user.id, lang, shown, shown.style,
                                                      KINDS[kind].settings(shown.settings), kind, answer="chat"))
+
+    async def _hd(self, request: web.Request) -> web.Response:
+        """The result doubled by Real-CUGAN (bot/flow/kinds/hd.py), for its ``hd`` picture: one photo of the
+        quota, none when its HD is cached; refused in one sentence where HD is off or not installed."""
+        user, lang = await self._caller(request)
+        if not self.st.hd:
+            raise _error(web.HTTPConflict, t(lang, "hd_off"))
+        shown, _ = await self._find(user.id, request.match_info["id"], lang)
+        return await self._start(await self._request(user.id, lang, shown, shown.style,
+                                                     KINDS["hd"].settings(shown.settings), "hd"))
 
     async def _request(self, user_id: int, lang: str, shown: ShownResult[ConvertSettings], style: str,
                        settings: ConvertSettings, kind: str, answer: str = "app", styles: tuple[str, ...] = ()
@@ -311,7 +325,7 @@ class WebApp:
 
     async def _picture(self, request: web.Request) -> web.StreamResponse:
         """A picture of a result: ``image`` (the drawing), ``thumb`` (the list's), ``photo`` (the "before"),
-        ``base`` (full strength, own colours), ``s.STYLE`` (a style's tile)."""
+        ``base`` (full strength, own colours), ``hd`` (doubled, once asked for), ``s.STYLE`` (a style's tile)."""
         info = request.match_info
         user_id, rid, variant = int(info["uid"]), info["id"], info["variant"]
         if not self.links.valid(user_id, rid, variant, int(info["expires"]), info["mac"]):

@@ -4,8 +4,9 @@ A result (what the page calls one: a drawing shown in the user's chat) has
 several pictures: ``image`` (the drawing), ``thumb`` (a small square of it for
 the list), ``photo`` (the "before", bot/webapp/photos.py), ``base`` (the same
 drawing at full strength without keep colours, which the page's preview blends
-from) and ``s.STYLE`` (the photo small in another style, as /style's sheet
-draws it). Each is a cached result of its own; none is drawn here.
+from), ``hd`` (the drawing doubled by Real-CUGAN, once the page has asked for it:
+bot/flow/kinds/hd.py) and ``s.STYLE`` (the photo small in another style, as
+/style's sheet draws it). Each is a cached result of its own; none is drawn here.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from PIL import Image, ImageOps
 
+from bot.flow.kinds.registry import KINDS
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.styles import Styles
 from bot.webapp.photos import Originals
@@ -40,6 +42,12 @@ def tile_key(styles: Styles, content_sha256: str, style: str) -> str:
     return result_key(content_sha256, style, styles.version(style, PREVIEW_SETTINGS))
 
 
+def hd_key(styles: Styles, shown: ShownResult[ConvertSettings]) -> str:
+    """The cache key of a result's HD: the drawing's own, with HD's revision (as bot/flow/results.py keeps it)."""
+    version = styles.version(shown.style, KINDS["hd"].settings(shown.settings))
+    return result_key(shown.content_sha256, shown.style, KINDS["hd"].version(version))
+
+
 class Pictures:
     def __init__(self, cache: ResultCache, styles: Styles, originals: Originals) -> None:
         self.cache = cache
@@ -53,6 +61,8 @@ class Pictures:
             return await self.cache.get(drawing_key(self.styles, shown))
         if variant == "base":
             return await self.cache.get(drawing_key(self.styles, shown, strength=100, keep_colours=False))
+        if variant == "hd":
+            return await self.cache.get(hd_key(self.styles, shown))
         if variant.startswith("s.") and (style := variant[2:]) in self.styles.names:
             return await self.cache.get(tile_key(self.styles, shown.content_sha256, style))
         if variant == "photo" and (drawn := await self.cache.peek([drawing_key(self.styles, shown)])):

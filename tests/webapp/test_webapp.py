@@ -222,6 +222,53 @@ def test_styles_are_tiles_of_the_users_photo_and_a_result_goes_to_the_chat_or_in
     assert added.result["sticker"]["set_name"].endswith("_by_" + BOT_USER["username"])
 
 
+def said_to(app: App, uid: int) -> int:
+    """Everything the bot has sent into the user's chat."""
+    return sum(len(app.fake.calls_to(method, uid)) for method in ("sendMessage", "sendPhoto", "sendDocument"))
+
+
+def test_hd_is_doubled_through_the_queue_once_and_kept_for_its_picture(hd_app: App) -> None:
+    """Real-CUGAN on the worker: the page's HD is exactly twice the drawing, drawn once (one photo of the quota),
+    then from the cache; the chat hears nothing of it."""
+    uid = 6451
+    drawn_photo(hd_app, uid, seed=645)
+    (result,) = hd_app.results(uid)
+    assert (result["hd_available"], result["hd"]) == (True, None)
+    assert call(hd_app.base, hd_app.get(f"/app/api/results/{result['id']}", uid).json()["result"]["image"]
+                .replace("/image/", "/hd/")).status == 403  # an address is signed for its picture
+    chat_before = said_to(hd_app, uid)
+    asked = hd_app.post(f"/app/api/results/{result['id']}/hd", uid)
+    assert asked.status == 200
+    done = hd_app.finished(asked.json()["job"], uid)
+    assert done["state"] == "done" and done["result"]["id"] == result["id"], done
+    assert drawn_by(hd_app.bot.home, uid) == 2  # the photo, and its HD
+    hd = done["result"]["hd"]
+    assert hd and hd_app.results(uid)[0]["hd"] == hd
+    picture = call(hd_app.base, hd)
+    assert picture.status == 200
+    doubled = Image.open(io.BytesIO(picture.body))
+    assert doubled.size == (2 * result["width"], 2 * result["height"])
+    drawing = np.asarray(hd_app.picture(result["image"]), float)
+    halved = np.asarray(doubled.convert("RGB").resize(drawing.shape[1::-1], Image.Resampling.BOX), float)
+    assert np.abs(halved - drawing).mean() < 6, "the HD is that drawing, doubled"
+
+    again = hd_app.finished(hd_app.post(f"/app/api/results/{result['id']}/hd", uid).json()["job"], uid)
+    assert again["state"] == "done" and again["result"]["hd"] == hd
+    assert drawn_by(hd_app.bot.home, uid) == 2, "the second HD is the cached one: free"
+    assert said_to(hd_app, uid) == chat_before
+
+
+def test_hd_where_it_is_not_installed_is_refused_in_one_sentence(app: App) -> None:
+    uid = 6452
+    drawn_photo(app, uid, seed=646)
+    (result,) = app.results(uid)
+    assert (result["hd_available"], result["hd"]) == (False, None)
+    refused = app.post(f"/app/api/results/{result['id']}/hd", uid)
+    assert refused.status == 409 and refused.json() == {"error": "HD is not available on this bot."}
+    assert call(app.base, app.results(uid)[0]["image"]).status == 200
+    assert journal_rows(app.bot.home, "SELECT COUNT(*) FROM jobs WHERE json_extract(request, '$.kind') = 'hd'") == [(0,)]
+
+
 def test_bad_requests_get_one_sentence_a_spent_quota_its_own_and_a_flood_429(app: App) -> None:
     uid = 6601
     _, _ = drawn_photo(app, uid, seed=66)

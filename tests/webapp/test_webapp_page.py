@@ -187,3 +187,102 @@ def test_the_preview_matches_the_server_for_colours_and_strength(browser: Any) -
             assert np.abs(mine - expected).max() <= 1, (t, colours)
     finally:
         page.close()
+
+
+# Telegram's WebApp object as a client of some Bot API version has it: data, version and methods put in by telegram().
+TELEGRAM_STUB = """(() => {
+    const [data, version, methods] = %s;
+    window.called = [];
+    const newer = (v) => { const [a, b] = [version, v].map((s) => s.split(".").map(Number));
+        return a[0] > b[0] || (a[0] === b[0] && (a[1] || 0) >= (b[1] || 0)); };
+    const webApp = { initData: data, initDataUnsafe: { user: { language_code: "en" } }, version, themeParams: {},
+        colorScheme: "light", isVersionAtLeast: newer, ready() {}, expand() {}, onEvent() {} };
+    for (const name of methods) webApp[name] = (...args) => { window.called.push([name, ...args]); };
+    window.Telegram = { WebApp: webApp };
+})();"""
+
+
+def telegram(browser: Any, bot: App, uid: int, version: str, methods: tuple[str, ...], query: str) -> Any:
+    """The page inside a Telegram client of this Bot API ``version``, its WebApp object stubbed with ``methods``
+    among downloadFile, shareToStory and openLink: each records its calls in ``window.called``."""
+    page = browser.new_page(viewport={"width": 360, "height": 740}, device_scale_factor=2)
+    page.route("https://telegram.org/**", lambda route: route.abort())
+    page.add_init_script(TELEGRAM_STUB % json.dumps([init_data(uid, TOKEN), version, list(methods)]))
+    page.goto(f"{bot.base}/app{query}#tgWebAppVersion={version}")
+    return page
+
+
+def called(page: Any, name: str) -> list[Any]:
+    return [c[1:] for c in page.evaluate("() => window.called") if c[0] == name]
+
+
+def test_save_hd_has_it_made_then_telegram_downloads_it_and_a_story_shares_the_picture(hd_app: App, browser: Any,
+                                                                                       tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    uid = 6911
+    drawn_photo(hd_app, uid, seed=71)
+    (result,) = hd_app.results(uid)
+    page = telegram(browser, hd_app, uid, "8.0", ("downloadFile", "shareToStory", "openLink"), f"?r={result['id']}")
+    try:
+        expect(page.locator("#viewer")).to_be_visible(timeout=30_000)
+        expect(page.locator("#save-hd")).to_have_text("Save HD")
+        expect(page.locator("#hd-link")).to_be_hidden()
+        expect(page.locator("#story-link")).to_be_hidden()
+        page.locator("#share-story").click()  # no HD yet: the drawing itself
+        assert called(page, "shareToStory") == [[hd_app.base + result["image"], {}]]
+
+        page.locator("#save-hd").click()
+        (download,) = wait_for(lambda: called(page, "downloadFile"), 120, "Telegram's download")
+        hd = hd_app.results(uid)[0]["hd"]
+        assert hd and download == [{"url": hd_app.base + hd, "file_name": f"animebot-hayao-{result['id']}-hd.jpg"}]
+        expect(page.locator("#status")).to_have_text("Telegram is saving the HD picture.")
+        answer = call(hd_app.base, hd)
+        assert answer.status == 200
+        page.screenshot(path=str(tmp_path / "hd-saved.png"))
+        page.locator("#share-story").click()  # now the HD
+        assert called(page, "shareToStory")[1] == [hd_app.base + hd, {}]
+    finally:
+        page.close()
+
+
+def test_a_client_without_them_gets_plain_links_to_the_pictures(hd_app: App, browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    uid = 6912
+    drawn_photo(hd_app, uid, seed=72)
+    (result,) = hd_app.results(uid)
+    page = telegram(browser, hd_app, uid, "6.0", ("openLink",), f"?r={result['id']}")
+    try:
+        expect(page.locator("#viewer")).to_be_visible(timeout=30_000)
+        expect(page.locator("#share-story")).to_be_hidden()
+        expect(page.locator("#story-link")).to_have_attribute("href", hd_app.base + result["image"])
+        page.locator("#save-hd").click()  # no HD yet: it is made, then linked to
+        expect(page.locator("#hd-link")).to_be_visible(timeout=120_000)
+        expect(page.locator("#save-hd")).to_be_hidden()
+        hd = hd_app.results(uid)[0]["hd"]
+        assert hd and page.locator("#hd-link").get_attribute("href") == hd_app.base + hd
+        expect(page.locator("#hd-link")).to_have_text("Open HD picture")
+        expect(page.locator("#story-link")).to_have_attribute("href", hd_app.base + hd)
+        page.screenshot(path=str(tmp_path / "old-client.png"))
+        page.locator("#hd-link").click()
+        assert called(page, "openLink") == [[hd_app.base + hd]]  # Telegram opens it, outside the page's frame
+    finally:
+        page.close()
+
+
+def test_without_hd_only_the_drawing_is_shared(app: App, browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    uid = 6913
+    drawn_photo(app, uid, seed=73)
+    (result,) = app.results(uid)
+    page = telegram(browser, app, uid, "8.0", ("downloadFile", "shareToStory"), f"?r={result['id']}")
+    try:
+        expect(page.locator("#viewer")).to_be_visible(timeout=30_000)
+        expect(page.locator("#save-hd")).to_be_hidden()
+        expect(page.locator("#hd-link")).to_be_hidden()
+        page.locator("#share-story").click()
+        assert called(page, "shareToStory") == [[app.base + result["image"], {}]]
+    finally:
+        page.close()

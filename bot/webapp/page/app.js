@@ -1,5 +1,5 @@
 /* The Mini App: the user's results, a before/after divider, a strength slider previewed on the phone,
-   their photo in every style. Plain JS, no library; the API is bot/webapp/api.py (docs/webapp.md). */
+   their photo in every style, its HD saved and its picture shared to a story. Plain JS, no library; the API is bot/webapp/api.py (docs/webapp.md). */
 "use strict";
 
 const SCRIPT_WAIT_MS = 1500;
@@ -202,7 +202,9 @@ function translate() {
   document.documentElement.lang = state.lang === "zh" ? "zh-CN" : state.lang;
   const words = { "tag-photo": "photo", "tag-anime": "anime", "strength-label": "strength",
                   "keep-colours-label": "keep_colours", send: "send", "send-sticker": "sticker",
-                  "open-styles": "open_styles", more: "more", empty: "empty", "styles-hint": "styles_hint" };
+                  "open-styles": "open_styles", more: "more", empty: "empty", "styles-hint": "styles_hint",
+                  "save-hd": "save_hd", "hd-link": "open_hd", "share-story": "share_story",
+                  "story-link": "open_picture" };
   for (const [id, key] of Object.entries(words)) $(id).textContent = T(key);
   $("back").setAttribute("aria-label", T("back"));
   $("divider").setAttribute("aria-label", T("photo") + " / " + T("anime"));
@@ -431,7 +433,8 @@ function updateButtons() {
   }
   $("keep").hidden = !keeping || Boolean(main);
   $("send").hidden = keeping || !viewing || Boolean(main);
-  for (const id of ["keep", "send", "send-sticker", "open-styles"]) $(id).disabled = busyHere();
+  for (const id of ["keep", "send", "send-sticker", "open-styles", "save-hd"]) $(id).disabled = busyHere();
+  showSaving();
 }
 
 const busyHere = () => Boolean(state.current) && state.working.has(state.current.id);
@@ -479,6 +482,59 @@ function send(as) {
     await finished((await api(`/app/api/results/${r.id}/send`, { as })).job, say);
     say(T(as === "sticker" ? "sent_sticker" : "sent"));
   });
+}
+
+/* --- HD and stories: Telegram's own where the client has them, a plain link to the picture where not ------ */
+
+// Whether the client has this method of Telegram's object, at the Bot API version that brought it.
+const offers = (name, version) => Boolean(tg && typeof tg[name] === "function" && typeof tg.isVersionAtLeast === "function"
+  && tg.isVersionAtLeast(version));
+const absolute = (path) => new URL(path, location.origin).href;  // Telegram fetches the picture itself
+
+// Which of the four shows for the result on screen: Save HD (Telegram's download, or asking for the HD when it is not
+// made yet), its link, Share to story (Telegram's), its link. Without HD on this bot, only sharing the drawing.
+function showSaving() {
+  const r = state.view === "viewer" ? state.current : null;
+  const hd = Boolean(r && r.hd_available);
+  const download = offers("downloadFile", "8.0");
+  $("save-hd").hidden = !hd || (!download && Boolean(r.hd));
+  $("hd-link").hidden = !hd || download || !r.hd;
+  $("share-story").hidden = !r || !offers("shareToStory", "7.8");
+  $("story-link").hidden = !r || !$("share-story").hidden;
+  if (r && r.hd) $("hd-link").href = absolute(r.hd);
+  if (r) $("story-link").href = absolute(r.hd || r.image);
+}
+
+// A link opened by Telegram where it can (outside the Mini App's frame), else as a link is.
+function openedByTelegram(event) {
+  if (!tg || typeof tg.openLink !== "function") return;
+  event.preventDefault();
+  tg.openLink(event.currentTarget.href);
+}
+
+// Save HD: the HD asked for first if it is not made yet (followed like a drawing), then Telegram's download; a
+// client without it gets the link to the picture instead.
+function saveHd() {
+  const r = state.current;
+  return busy(r, async (say) => {
+    if (!r.hd) {
+      const done = await finished((await api(`/app/api/results/${r.id}/hd`, {})).job, say);
+      r.hd = done.result && done.result.hd;
+      if (!r.hd) throw new Said(T("failed"));
+    }
+    say("");
+    if (!showing(r)) return;
+    if (offers("downloadFile", "8.0")) {
+      tg.downloadFile({ url: absolute(r.hd), file_name: `animebot-${r.style}-${r.id}-hd.${r.format || "jpg"}` });
+      say(T("hd_saving"));
+    }
+    showSaving();
+  });
+}
+
+function shareToStory() {
+  const r = state.current;
+  tg.shareToStory(absolute(r.hd || r.image), {});
 }
 
 async function openStyles() {
@@ -549,6 +605,9 @@ async function start() {
   $("send").addEventListener("click", () => send("photo"));
   $("send-sticker").addEventListener("click", () => send("sticker"));
   $("open-styles").addEventListener("click", openStyles);
+  $("save-hd").addEventListener("click", saveHd);
+  $("share-story").addEventListener("click", shareToStory);
+  for (const id of ["hd-link", "story-link"]) $(id).addEventListener("click", openedByTelegram);
   $("back").addEventListener("click", goBack);
   $("more").addEventListener("click", () => loadList(state.results.length));
   show("list");
