@@ -234,8 +234,9 @@ def test_hd_is_doubled_through_the_queue_once_and_kept_for_its_picture(hd_app: A
     drawn_photo(hd_app, uid, seed=645)
     (result,) = hd_app.results(uid)
     assert (result["hd_available"], result["hd"]) == (True, None)
-    assert call(hd_app.base, hd_app.get(f"/app/api/results/{result['id']}", uid).json()["result"]["image"]
-                .replace("/image/", "/hd/")).status == 403  # an address is signed for its picture
+    ((key,),) = journal_rows(hd_app.bot.home, "SELECT value FROM secrets WHERE name = 'ids'")
+    early = call(hd_app.base, Links(bytes(key)).image(uid, result["id"], "hd"))  # signed as the bot signs
+    assert (early.status, early.body) == (404, b"gone")  # not made yet
     chat_before = said_to(hd_app, uid)
     asked = hd_app.post(f"/app/api/results/{result['id']}/hd", uid)
     assert asked.status == 200
