@@ -23,7 +23,15 @@ from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 FACE_COST = 0.5  # a face pass costs about half a photo (docs/benchmarks.md, "The face pass")
 # A clip may take this many times the job timeout: 150 frames at 480 px cost about 30 photos at 720.
 CLIP_TIMEOUT_FACTOR = 10
+# HD may take this many times the job timeout: doubling a drawing costs about twice drawing it at the same
+# size (docs/benchmarks.md, "HD"), and a result drawn with a large ANIMEBOT_MAX_SIDE took most of the timeout.
+HD_TIMEOUT_FACTOR = 4
 FRAME_COST = 0.25  # a frame at 480 px, against a photo at 720 (0.27 s against 1.2 s, docs/clips.md)
+
+
+def time_limit(order: WorkOrder, timeout_s: float) -> float:
+    """How long a worker may take on ``order``: the job timeout for a photo, several times it for a clip or HD."""
+    return timeout_s * (CLIP_TIMEOUT_FACTOR if order.clip is not None else HD_TIMEOUT_FACTOR if order.hd else 1)
 
 
 class PoolBusy(AnimebotError):

@@ -9,6 +9,7 @@ says so in one sentence (on the tiny generator, everywhere).
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +17,15 @@ import pytest
 from PIL import Image
 
 from testkit import ncnn_reference
-from testkit.bot_harness import private_chat
+from testkit.bot_harness import private_chat, start_bot
 from testkit.bot_in_process import serving
+from testkit.fake_telegram import FakeTelegram
 from testkit.journal import drawn_by, settled
 from testkit.models import CUGAN_BIN, CUGAN_PARAM
 from testkit.pictures import PHOTOS, synthetic_photo
 from testkit.privacy import BOT_ENV
 from testkit.replies import buttons, first_answer
+from testkit.worker_harness import held
 from weights.store import ModelStore
 
 BORDER = 24  # px left out at each edge, as the independent check does
@@ -73,3 +76,25 @@ def test_without_hd_there_is_no_button_and_an_old_one_says_so(tiny_store: ModelS
         alert = fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery") if c.params.get("text")], 60)[0]
     assert alert.params["text"] == "HD is not available on this bot."
     assert not fake.calls_to("sendDocument", chat["id"])
+
+
+def test_hd_may_take_longer_than_a_drawing_may(hd_store: ModelStore, tmp_path: Path) -> None:
+    """HD costs about twice a drawing of its size, so it has its own allowance: an HD whose worker is held for
+    one and a half job timeouts (as a loaded CPU or a big result would hold it) is still delivered, where a
+    photo's worker would have been replaced."""
+    with FakeTelegram() as fake:
+        bot = start_bot(fake, tmp_path / "bot", hd_store.home, ANIMEBOT_MAX_SIDE="256", ANIMEBOT_JOB_TIMEOUT="20",
+                        ANIMEBOT_WORKERS="1", ANIMEBOT_RATE_PER_MINUTE="0")
+        try:
+            chat, user = private_chat(770051003)
+            photo = fake.photo_message(chat, user, (PHOTOS / "portrait_closeup.jpg").read_bytes())
+            result = first_answer(fake, photo, "sendPhoto", timeout=300)
+            with held(*bot.worker_pids().values()):
+                fake.press(user, result.result, next(d for d in buttons(result) if d.startswith("h:")))
+                time.sleep(30)  # the hold: 1.5 job timeouts
+            file = fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 120)[0]
+        finally:
+            bot.stop()
+    h, w = _rgb(fake.sent_file(result, "photo")).shape[:2]
+    assert _rgb(fake.sent_file(file, "document")).shape[:2] == (2 * h, 2 * w)
+    assert "replacing it" not in bot.log()

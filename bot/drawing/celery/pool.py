@@ -57,7 +57,7 @@ from bot.drawing.celery.resend import Seen, Step, decide
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, WorkerInfo, answered_key, cancel_key, order_summary,
                                      order_to_message, read_workers, result_from_message, task_id_for)
 from bot.drawing.fairqueue import Ticket
-from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
+from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail, time_limit
 from inference.drawer import WorkFailed
 
 log = logging.getLogger("animebot.pool")
@@ -354,8 +354,8 @@ class CeleryPool(Pool):
             self._app.control.revoke(unstarted)
 
     def _limit(self, flight: _InFlight) -> float:
-        """How long its worker may take: the job timeout, a clip's several times over."""
-        return self.timeout_s * (CLIP_TIMEOUT_FACTOR if flight.task.order.clip is not None else 1)
+        """How long its worker may take: the job timeout, a clip's or an HD's several times over."""
+        return time_limit(flight.task.order, self.timeout_s)
 
     def _finish(self, flight: _InFlight, message: object) -> None:
         try:

@@ -23,7 +23,7 @@ from multiprocessing.process import BaseProcess
 
 from storage.errors import AnimebotError
 from bot.drawing.fairqueue import Ticket
-from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail
+from bot.drawing.pool import Pool, WorkerLost, WorkerView, fail, time_limit
 from bot.drawing.local.process import Cancel, LoadFailed, Progress, Ready, Stop, Up, worker_main
 from inference.drawer import DrawerSpec, Loaded, WorkFailed, WorkOrder
 from inference.pipeline import Converted
@@ -117,14 +117,13 @@ class LocalPool(Pool):
             def progress(done: int, total: int, ticket: Ticket = ticket) -> None:
                 loop.call_soon_threadsafe(setattr, ticket, "progress", (done, total))
 
+            limit = time_limit(order, self.timeout_s)
             try:
                 reply = await asyncio.wait_for(
-                    loop.run_in_executor(self._threads, _exchange, worker.conn, order, progress),
-                    self.timeout_s * (CLIP_TIMEOUT_FACTOR if order.clip is not None else 1),
-                )
+                    loop.run_in_executor(self._threads, _exchange, worker.conn, order, progress), limit)
             except asyncio.TimeoutError:
                 log.warning("job %s: worker %d (pid %s) passed %.0f s; replacing it",
-                            ticket.job_id, slot, worker.process.pid, self.timeout_s)
+                            ticket.job_id, slot, worker.process.pid, limit)
                 fail(ticket, WorkerLost("the worker timed out"))
                 if await self._replace(slot, "timed out") is None:
                     return
