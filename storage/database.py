@@ -14,20 +14,45 @@ commit half of a whole. Reads (:meth:`Database.fetchone`, :meth:`Database.fetcha
 same lock, so no one reads another's unfinished write. A store that reads or writes inside a
 transaction its own task already holds joins it rather than waiting for itself: the whole
 outer block is one transaction.
+
+A cancelled task is the case every line here is written for. aiosqlite runs each statement on
+its own thread, and a task cancelled while it awaits one gets its ``CancelledError`` at once while
+the statement still runs. So the block's end (commit, or rollback) is awaited to its finish
+whatever comes meanwhile (:func:`_to_the_end`), and only then is the lock let go and the
+cancellation passed on: the next holder finds the connection outside any transaction, and a
+block cancelled before its commit was queued is rolled back, one cancelled after it is committed.
+Statements queue on that one thread in order, so a rollback queued behind a statement still
+running runs after it.
+
+A write that fails for the file's sake (locked by another program, the disk full, read-only, damaged)
+raises :class:`Unwritable` and leaves :attr:`Database.unwritable` saying why, until a write succeeds
+again: /healthz and the metrics read it, and the log says it once, not once per job.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
+from storage.errors import AnimebotError
 from storage.schema import migrate
 
+log = logging.getLogger("animebot.database")
+
 Params = Sequence[Any]
+T = TypeVar("T")
+
+
+class Unwritable(AnimebotError):
+    """A write the database file refused: nothing of its transaction was kept."""
+
+    code = "unwritable"
 
 
 class Database:
@@ -37,13 +62,16 @@ class Database:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._holder: asyncio.Task[Any] | None = None
+        self.unwritable: str | None = None  # why the last write failed, until one succeeds
+        self.failed_writes = 0  # transactions the file refused, since the start (a metric)
 
     @classmethod
-    async def open(cls, path: Path) -> Database:
-        """The file at ``path``, made or brought up to the current schema."""
+    async def open(cls, path: Path, busy_s: float = 30.0) -> Database:
+        """The file at ``path``, made or brought up to the current schema. A write waits up to ``busy_s``
+        for another program's write to the same file to end, then fails as :class:`Unwritable`."""
         path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: sqlite3 begins nothing on its own; every transaction is ours.
-        conn = await aiosqlite.connect(path, timeout=30, isolation_level=None)
+        conn = await aiosqlite.connect(path, timeout=busy_s, isolation_level=None)
         await conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL: a commit survives the process dying (kill -9), which is what we promise; only a
         # power cut may lose the last few.
@@ -60,18 +88,29 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """The connection, inside one transaction: committed when the block ends, rolled back if it raises."""
+        """The connection, inside one transaction: committed when the block ends, rolled back if it raises
+        (a cancellation included, wherever it lands)."""
         async with self._held() as joined:
             if joined:  # the whole outer block is the transaction
                 yield self._conn
                 return
-            await self._conn.execute("BEGIN IMMEDIATE")
+            failure: BaseException | None = None
             try:
+                await self._begin()
                 yield self._conn
-            except BaseException:
-                await asyncio.shield(self._conn.rollback())
+            except sqlite3.DatabaseError as exc:
+                failure = exc
+                if not _the_files_fault(exc):  # the statement's own fault (a constraint, a typo): the caller's
+                    raise
+                self._refused(exc)
+                raise Unwritable(f"the database refused a write ({exc})") from exc
+            except BaseException as exc:
+                failure = exc
                 raise
-            await self._conn.commit()
+            finally:
+                await _to_the_end(self._end(commit=failure is None))
+            # Reached only when the commit landed, which the file accepting a write means.
+            self._writable()
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         """One statement as a transaction of its own; how many rows it changed."""
@@ -94,6 +133,50 @@ class Database:
         async with self._held():
             await self._conn.execute(f"PRAGMA {text}")
 
+    async def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``. A transaction found open is one nothing will finish (this connection's
+        transactions are all ours, each ended before the lock is let go): it is rolled back, and said."""
+        try:
+            await self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not self._conn.in_transaction:
+                raise
+            log.error("the database was left inside a transaction (%s); rolling it back and going on", exc)
+            await self._conn.rollback()
+            await self._conn.execute("BEGIN IMMEDIATE")
+
+    async def _end(self, commit: bool) -> None:
+        """Commit, or roll back; a commit that fails is rolled back (sqlite3 leaves it open), and a
+        failure the file caused is noted (:meth:`_refused`) and raised as :class:`Unwritable`."""
+        try:
+            if commit:
+                try:
+                    await self._conn.commit()
+                    return
+                except sqlite3.Error as exc:
+                    self._refused(exc)
+                    raise Unwritable(f"the database refused a commit ({exc})") from exc
+                finally:
+                    if self._conn.in_transaction:
+                        await self._conn.rollback()
+            else:
+                await self._conn.rollback()
+        except sqlite3.Error as exc:  # the rollback too: nothing more can be done here
+            self._refused(exc)
+            raise Unwritable(f"the database refused a rollback ({exc})") from exc
+
+    def _refused(self, exc: sqlite3.Error) -> None:
+        self.failed_writes += 1
+        if self.unwritable is None:
+            log.error("the database cannot be written (%s: %s); nothing new is recorded until it can, and /healthz "
+                      "says so", exc.__class__.__name__, exc)
+        self.unwritable = f"{exc.__class__.__name__}: {exc}"
+
+    def _writable(self) -> None:
+        if self.unwritable is not None:
+            log.warning("the database can be written again")
+            self.unwritable = None
+
     @contextlib.asynccontextmanager
     async def _held(self) -> AsyncIterator[bool]:
         """The lock, for this task; True if the task already held it (it is inside a transaction)."""
@@ -107,3 +190,27 @@ class Database:
                 yield False
             finally:
                 self._holder = None
+
+
+def _the_files_fault(exc: sqlite3.DatabaseError) -> bool:
+    """Whether a failed statement says the file cannot be written (locked, full, read-only, damaged),
+    not that the statement was wrong."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
+
+
+async def _to_the_end(step: Awaitable[T]) -> T:
+    """``step`` awaited to its finish even if this task is cancelled meanwhile; the cancellation is
+    raised once it has finished. Its statements run on aiosqlite's thread whatever the task does, so
+    waiting for them is the only way to know what they did."""
+    running = asyncio.ensure_future(step)
+    cancelled: asyncio.CancelledError | None = None
+    while not running.done():
+        try:
+            await asyncio.wait([running])
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    if cancelled is not None:
+        if not running.cancelled():
+            running.exception()  # retrieved: what it raised is noted by the step itself
+        raise cancelled
+    return running.result()
