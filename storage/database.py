@@ -128,6 +128,11 @@ class Database:
             async with self._conn.execute(sql, params) as cur:
                 return await cur.fetchall()
 
+    async def probe(self) -> None:
+        """A write that changes nothing, to learn whether the file takes writes again after it refused one
+        (:attr:`unwritable` is cleared if it does; :class:`Unwritable` if not)."""
+        await self.execute("UPDATE secrets SET value = value WHERE name = 'ids'")
+
     async def pragma(self, text: str) -> None:
         """``PRAGMA text`` outside any transaction: a checkpoint of the log, or a setting of the connection."""
         async with self._held():

@@ -19,6 +19,7 @@ from bot.words.catalogue import t
 from bot.chat.photos import anime_command
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
+from storage.database import Unwritable
 
 log = logging.getLogger("animebot.handlers")
 
@@ -145,11 +146,14 @@ async def text_hint(incoming: Incoming) -> None:
 
 async def on_error(update: object, context: Context) -> None:
     """What a handler raised. Telegram's answers (a user who blocked the bot, a deleted chat,
-    flood control on a command's reply) are one line; anything else is a bug and keeps its traceback."""
+    flood control on a command's reply) and a database that cannot be written are one line; anything
+    else is a bug and keeps its traceback."""
     uid = update.update_id if isinstance(update, Update) else "-"
     err = context.error
     if isinstance(err, Forbidden):
         log.warning("update %s: cannot answer, Telegram says %s", uid, err.message)
+    elif isinstance(err, Unwritable):  # the database said why, once
+        log.warning("update %s: not handled: the database cannot be written", uid)
     elif isinstance(err, TelegramError):
         log.warning("update %s: Telegram refused: %s: %s", uid, err.__class__.__name__, err.message)
     else:

@@ -36,6 +36,7 @@ from bot.flow.running import RunningJob, RunningJobs
 from bot.flow.sheets import Sheets
 from bot.service import metrics
 from bot.styles import Styles
+from storage.database import Unwritable
 from storage.journal import Journal
 from storage.stores import Stores
 
@@ -142,6 +143,11 @@ class JobRunner:
                 if job.forgotten:  # /forget stopped it where it was; a stop's jobs are answered after the restart
                     metrics.JOBS.labels("cancelled").inc()
                 raise
+            except Unwritable:  # the database logged why, once; the job stays open for the next start
+                log.warning("job %s: not answered, apologised: the database refuses writes", req.job_id)
+                with contextlib.suppress(TelegramError):
+                    await self.ways[req.answer].apologise(req)
+                metrics.JOBS.labels("failed").inc()
             except Forbidden as exc:
                 log.warning("job %s: cannot answer, Telegram says %s", req.job_id, exc.message)
                 await self.journal.finish_job(req.job_id, "failed", "forbidden")
@@ -185,12 +191,17 @@ class JobRunner:
                 self.onlooker.failed(req, failed[0])
             sent = await way.answer(req, ready or await kind.answer(req, done, failed, bench))
             codes = ",".join(sorted({f.code for f in failed}))
-            await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent.answered else "failed",
-                                                         codes or None, drawn=kind.drawn(req, done)))
+            try:
+                await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent.answered else "failed",
+                                                             codes or None, drawn=kind.drawn(req, done)))
+            except Unwritable:  # answered all the same: no apology (the database logged why, once)
+                log.warning("job %s: answered, but the database refuses writes: still open in the journal, it is "
+                            "answered again after a restart", req.job_id)
             metrics.JOBS.labels("done" if sent.answered else "cancelled" if codes == "cancelled" else "failed").inc()
         if sent.answered:
             self.onlooker.answered(req)
-        await way.settle(sent)
+        with contextlib.suppress(Unwritable):  # what Telegram calls the files sent: a repeat uploads them again
+            await way.settle(sent)
         return f"{len(done)} answered by {req.answer} ({sum(d.from_cache for d in done)} from cache), " \
             f"{len(failed)} failed" + (f" ({codes})" if codes else "") + f" ({kind.name})"
 

@@ -37,6 +37,7 @@ from bot.webapp.jobs import AppJobs
 from bot.webapp.links import Links
 from bot.webapp.photos import Originals
 from inference.processes import running
+from storage.database import Unwritable
 from storage.retention import sweep
 
 log = logging.getLogger("animebot")
@@ -114,7 +115,7 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     webapp = WebApp(st, desk, Originals(app.bot, st.stores), cfg.token, Links(await st.journal.secret())) \
         if cfg.webapp_url else None
     try:
-        metrics.watch(st.pool)
+        metrics.watch(st.pool, st.db)
         if cfg.webhook_url:
             server = await _start_webhook(app, cfg, intake, st, webapp)
         else:
@@ -163,29 +164,43 @@ async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotS
 
 
 def _health_report(st: BotState) -> dict[str, object]:
+    """/healthz: ok while photos are drawn and recorded; ``database`` is "ok", or why it cannot be written."""
     pool = st.pool
     ok, workers = pool.healthy()
-    return {"ok": ok, "workers": workers, "running": pool.running, "waiting": pool.waiting}
+    refused = st.db.unwritable
+    return {"ok": ok and refused is None, "workers": workers, "database": "ok" if refused is None else refused,
+            "running": pool.running, "waiting": pool.waiting}
 
 
 async def _chores(st: BotState, home: Path, keep_s: float) -> None:
-    """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up),
-    with our pid so that a killed bot is seen at once; every hour, forget old journal rows and
-    delete what is older than ``ANIMEBOT_KEEP_DAYS`` (storage/retention.py)."""
+    """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up and the
+    database can be written), with our pid so that a killed bot is seen at once, and a look at whether
+    a database that refused a write takes one again; every hour, forget old journal rows and delete what
+    is older than ``ANIMEBOT_KEEP_DAYS`` (storage/retention.py)."""
     beat = heartbeat_path(home)
     last_prune = 0.0
     while True:
-        if st.pool.healthy()[0]:
-            beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
-        if time.monotonic() - last_prune > PRUNE_EVERY_S:
-            await st.journal.prune()
-            swept = await sweep(st.db, st.stores.results.results_dir, keep_s)
-            if swept:
-                log.info("retention: deleted %d result(s), %d photo record(s), %d request(s), %d update content(s)"
-                         " and %d stray file(s) older than %.0f day(s)", swept.results, swept.photos, swept.requests,
-                         swept.updates, swept.stray_files, keep_s / 86400)
-            last_prune = time.monotonic()
+        with contextlib.suppress(Unwritable):  # the database said why, once
+            if st.db.unwritable is not None:
+                await st.db.probe()
+            if time.monotonic() - last_prune > PRUNE_EVERY_S:
+                await _prune(st, keep_s)
+                last_prune = time.monotonic()
+        if st.pool.healthy()[0] and st.db.unwritable is None:
+            try:
+                beat.write_text(f"{time.time():.0f} {os.getpid()}\n")
+            except OSError as exc:  # a full disk: `animebot health` sees the beat go stale
+                log.warning("cannot write the heartbeat file %s (%s)", beat, exc.strerror)
         await asyncio.sleep(HEALTH_BEAT_S)
+
+
+async def _prune(st: BotState, keep_s: float) -> None:
+    await st.journal.prune()
+    swept = await sweep(st.db, st.stores.results.results_dir, keep_s)
+    if swept:
+        log.info("retention: deleted %d result(s), %d photo record(s), %d request(s), %d update content(s)"
+                 " and %d stray file(s) older than %.0f day(s)", swept.results, swept.photos, swept.requests,
+                 swept.updates, swept.stray_files, keep_s / 86400)
 
 
 def health(home: Path) -> tuple[bool, str]:
@@ -199,5 +214,6 @@ def health(home: Path) -> tuple[bool, str]:
     if pid.isdigit() and not running(int(pid)):
         return False, f"the bot (pid {pid}) is not running: it was killed or crashed"
     if age > HEALTH_STALE_S:
-        return False, f"the last heartbeat is {age:.0f} s old: the bot is stuck or a worker is down"
+        return False, (f"the last heartbeat is {age:.0f} s old: the bot is stuck, a worker is down, or its database "
+                       "cannot be written (its log says which)")
     return True, f"ok (heartbeat {age:.0f} s ago)"

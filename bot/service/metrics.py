@@ -11,9 +11,10 @@ from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from bot.drawing.pool import Pool
+from storage.database import Database
 
 # Without this every counter and histogram also exports a ``_created`` gauge (its start time), which
 # reads like a metric of its own (``animebot_jobs_created``) and is of no use to a dashboard.
@@ -41,7 +42,7 @@ _RUNNING = Gauge("animebot_running_photos", "Photos on a worker now", registry=R
 _WORKERS = Gauge("animebot_workers_online", "Drawing processes up: photos the workers can draw at once",
                  registry=REGISTRY)
 _HEALTHY = Gauge("animebot_healthy", "1 while /healthz says ok (photos are being drawn: workers up, broker "
-                 "reachable), else 0", registry=REGISTRY)
+                 "reachable; and recorded: the database takes writes), else 0", registry=REGISTRY)
 
 # Every label value exported from the start, at 0: rate() and increase() see a series only from its
 # second sample, so a series born at its first failure would hide that failure from the alerts.
@@ -72,13 +73,34 @@ _BROKER_UP = _BrokerUp()
 REGISTRY.register(_BROKER_UP)
 
 
-def watch(pool: Pool) -> None:
-    """Read the gauges from ``pool`` at every scrape."""
+class _Writes:
+    """``animebot_database_writable`` and ``animebot_database_write_failures_total``, read from the
+    database (storage/ knows nothing of Prometheus); absent until the bot has opened it."""
+
+    def __init__(self) -> None:
+        self.db: Database | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.db is None:
+            return
+        yield GaugeMetricFamily("animebot_database_writable", "1 while the bot's database takes writes (the journal "
+                                "records every photo), else 0", value=float(self.db.unwritable is None))
+        yield CounterMetricFamily("animebot_database_write_failures", "Transactions the bot's database refused "
+                                  "(locked by another program, disk full, read-only)", value=self.db.failed_writes)
+
+
+_WRITES = _Writes()
+REGISTRY.register(_WRITES)
+
+
+def watch(pool: Pool, db: Database) -> None:
+    """Read the gauges from ``pool`` and ``db`` at every scrape."""
     _QUEUE.set_function(lambda: pool.waiting)
     _RUNNING.set_function(lambda: pool.running)
     _WORKERS.set_function(pool.online)
-    _HEALTHY.set_function(lambda: float(pool.healthy()[0]))
+    _HEALTHY.set_function(lambda: float(pool.healthy()[0] and db.unwritable is None))
     _BROKER_UP.pool = pool
+    _WRITES.db = db
 
 
 def exposition() -> bytes:

@@ -11,6 +11,7 @@ sure a photo that was already taken on is not taken on twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Any
 from telegram import Update
 from telegram.ext import Application
 
+from storage.database import Unwritable
 from storage.journal import Journal
 
 log = logging.getLogger("animebot.intake")
@@ -65,4 +67,5 @@ class Intake:
             log.error("update %s: unreadable (%s); skipped", update_id, exc.__class__.__name__)
         else:
             await self.app.process_update(update)  # handler errors go to the error handler
-        await self.journal.update_handled(update_id)
+        with contextlib.suppress(Unwritable):  # said by the database, once; replayed at the next start
+            await self.journal.update_handled(update_id)

@@ -5,7 +5,8 @@ fatal, and it confirms a batch of updates (by asking for the next offset)
 as soon as it polls again, possibly before any handler has run. This loop
 stores each batch in the journal first (bot/updates/intake.py), so the offset that
 confirms an update is only sent once the update is safe on disk. It backs
-off on network errors instead of dying.
+off on network errors, and while the journal cannot be written, instead of
+dying: Telegram keeps the updates it was not told were taken.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application
 
 from bot.updates.intake import Intake
+from storage.database import Unwritable
 
 log = logging.getLogger("animebot.polling")
 
@@ -38,9 +40,14 @@ async def poll(app: Application, intake: Intake, offset: int, timeout_s: int, al
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
             continue
-        backoff = 1.0
         if updates:
-            await intake.accept([u.to_dict() for u in updates])  # on disk before the next offset confirms them
+            try:
+                await intake.accept([u.to_dict() for u in updates])  # on disk before the next offset confirms them
+            except Unwritable:  # said by the database, once: they stay with Telegram, fetched again
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
             offset = updates[-1].update_id + 1
         elif time.monotonic() - started < 1.0:  # a server that ignores the long-poll timeout
             await asyncio.sleep(0.5)
+        backoff = 1.0

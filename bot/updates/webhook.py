@@ -5,8 +5,9 @@
 - 200 is answered only after the update is in the journal, so an update
   Telegram believes delivered is on disk. While the bot stops, POSTs get
   503 and Telegram delivers them again later (to the next start).
-- ``GET /healthz`` reports whether the workers are up, for a load balancer
-  or an orchestrator, and ``GET /metrics`` serves Prometheus metrics. In
+- ``GET /healthz`` reports whether the workers are up and the database
+  takes writes, for a load balancer or an orchestrator; ``GET /livez`` only
+  the database, for a liveness probe; ``GET /metrics`` serves Prometheus metrics. In
   polling mode the same server runs without the webhook route when
   ``ANIMEBOT_METRICS_PORT`` is set. The Mini App (bot/webapp/), when configured,
   is served by this same server at ``/app``.
@@ -24,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from storage.database import Unwritable
 from storage.errors import AnimebotError
 from bot.service import metrics
 from bot.updates.intake import Intake
@@ -56,6 +58,7 @@ class WebhookServer:
         if path is not None:
             app.router.add_post(path, self._update)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/livez", self._livez)
         app.router.add_get("/metrics", self._metrics)
         if webapp is not None:
             webapp.mount(app)
@@ -89,12 +92,22 @@ class WebhookServer:
             int(update["update_id"])
         except (ValueError, KeyError, TypeError):
             return web.Response(status=400, text="not a Telegram update")
-        await self.intake.accept([update])
+        try:
+            await self.intake.accept([update])
+        except Unwritable:  # said by the database, once; Telegram delivers it again later
+            return web.Response(status=503, text="cannot store updates now; send it again later")
         return web.Response(status=200)
 
     async def _healthz(self, request: web.Request) -> web.Response:
         report = self.health()
         return web.json_response(report, status=200 if report["ok"] else 503)
+
+    async def _livez(self, request: web.Request) -> web.Response:
+        """For a liveness probe: alive while the event loop answers and the database takes writes. A
+        restart may mend what keeps this process from writing; it mends nothing else /healthz reports
+        (workers down, Redis away), which the bot waits out, taking photos meanwhile."""
+        database = self.health()["database"]
+        return web.json_response({"ok": database == "ok", "database": database}, status=200 if database == "ok" else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})

@@ -9,11 +9,13 @@ tests/deploy/test_operator_kit.py.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import yaml
 
 from bot.drawing.pool import Pool
 from bot.service import metrics
+from storage.database import Database
 from testkit.bot_harness import REPO
 
 DEPLOY = REPO / "deploy"
@@ -88,8 +91,15 @@ class ScaledOut(Pool):
 
 def exported_names() -> set[str]:
     """The names in the bot's /metrics page, as a scaled-out bot serves it."""
-    metrics.watch(ScaledOut())
-    page = metrics.exposition().decode()
+    async def page_of_a_bot() -> str:
+        with tempfile.TemporaryDirectory() as home:
+            db = await Database.open(Path(home) / "bot.db")
+            metrics.watch(ScaledOut(), db)
+            page = metrics.exposition().decode()
+            await db.close()
+            return page
+
+    page = asyncio.run(page_of_a_bot())
     return {line.split()[2] for line in page.splitlines() if line.startswith("# TYPE ")} | {
         re.split(r"[{ ]", line)[0] for line in page.splitlines() if line and not line.startswith("#")}
 
@@ -98,12 +108,13 @@ def test_the_alert_rules_pass_promtool_and_each_alert_fires_on_what_it_is_meant_
     # Every file in rules/ is a rule file (what prometheus.yml loads), and no rule file is elsewhere.
     yamls = {str(p.relative_to(PROMETHEUS)): yaml.safe_load(p.read_text()) for p in PROMETHEUS.rglob("*.yml")}
     assert sorted(name for name, doc in yamls.items() if "groups" in doc) == ["rules/animebot.rules.yml"]
-    assert "SUCCESS: 7 rules found" in promtool("check", "rules", *sorted(str(p) for p in RULES.glob("*")))
+    assert "SUCCESS: 8 rules found" in promtool("check", "rules", *sorted(str(p) for p in RULES.glob("*")))
     alerts = {rule["alert"] for group in yamls["rules/animebot.rules.yml"]["groups"] for rule in group["rules"]}
-    # What the issue asks for, plus the bot itself gone (which silences every other alert) and an
-    # embedded bot short of drawing processes.
+    # What the issue asks for, plus the bot itself gone (which silences every other alert), an
+    # embedded bot short of drawing processes, and a database that refuses writes.
     assert alerts == {"AnimebotDown", "AnimebotNoWorkerOnline", "AnimebotQueueGrowing", "AnimebotJobsFailing",
-                      "AnimebotSlowWait", "AnimebotBrokerUnreachable", "AnimebotUnhealthy"}
+                      "AnimebotSlowWait", "AnimebotBrokerUnreachable", "AnimebotDatabaseUnwritable",
+                      "AnimebotUnhealthy"}
     fired = {check["alertname"] for case in yamls["tests/animebot.test.yml"]["tests"]
              for check in case.get("alert_rule_test", ()) if check.get("exp_alerts")}
     assert fired == alerts  # every alert is shown firing, not only parsed
@@ -200,6 +211,7 @@ def test_kubernetes_wires_the_bot_the_workers_and_keda_to_each_other() -> None:
     assert env["ANIMEBOT_METRICS_PORT"] == port
     probes = bot["spec"]["containers"][0]
     assert probes["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert probes["livenessProbe"]["httpGet"]["path"] == "/livez"  # red while the journal cannot be written
     redis_service = objects["Service", "redis"]["spec"]
     redis_port = redis_service["ports"][0]["port"]
     for deployment in (bot, worker["spec"]["template"]):

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from bot.drawing.pool import PoolBusy, WorkerLost
 from bot.service import metrics
 from inference.drawer import DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
+from storage.database import Database
 from testkit.pictures import synthetic_photo
 from testkit.wait import until, within
 from weights.store import ModelStore
@@ -107,7 +109,7 @@ def test_a_hung_worker_is_replaced_after_the_timeout(tiny_store: ModelStore) -> 
     asyncio.run(go())
 
 
-def test_close_drops_what_is_queued_and_stops_every_worker(tiny_store: ModelStore) -> None:
+def test_close_drops_what_is_queued_and_stops_every_worker(tiny_store: ModelStore, tmp_path: Path) -> None:
     async def go() -> None:
         pool = new_pool(tiny_store)
         await pool.start()
@@ -122,10 +124,12 @@ def test_close_drops_what_is_queued_and_stops_every_worker(tiny_store: ModelStor
         await within(closing)
         assert queued.result.cancelled()  # its job stays in the journal for the next start
         assert pool.online() == 0
-        metrics.watch(pool)  # /metrics, and the no-worker alert, see processes up, not the configured number
+        db = await Database.open(tmp_path / "bot.db")
+        metrics.watch(pool, db)  # /metrics, and the no-worker alert, see processes up, not the configured number
         assert pool.size == 1 and "animebot_workers_online 0.0" in metrics.exposition().decode()
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # exited and reaped: no orphan left behind
+        await db.close()
 
     asyncio.run(go())
 
