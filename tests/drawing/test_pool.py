@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -150,5 +151,30 @@ def test_a_light_user_is_served_between_a_heavy_users_photos(tiny_store: ModelSt
             await within(asyncio.gather(*(t.result for t in tasks)))
             started = sorted(tasks, key=lambda t: t.queued_at + t.waited_s)
             assert started == [first, light, *heavy]
+
+    asyncio.run(go())
+
+
+def test_a_start_cancelled_while_its_worker_loads_leaves_no_process_behind(tiny_store: ModelStore) -> None:
+    """A stop (SIGTERM) while the models load cancels the start: the process it started holds no slot
+    yet, so only the start itself can end it. Before, it went on loading (a first start exports for
+    minutes) and only exited on finding nobody at the other end of its pipe."""
+    async def go() -> None:
+        before = {p.pid for p in multiprocessing.active_children()}
+        pool = new_pool(tiny_store)
+        starting = asyncio.ensure_future(pool.start())
+        (child,) = await until(lambda: [p for p in multiprocessing.active_children() if p.pid not in before],
+                               what="the worker process started")
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGSTOP)  # still loading when the stop comes, whatever the machine's speed
+        try:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            await until(lambda: not child.is_alive(), what="the worker process ended")
+            assert pool.pids() == []
+        finally:
+            if child.is_alive():  # failed: a stopped child would hold up the test process's exit
+                child.kill()
 
     asyncio.run(go())

@@ -182,6 +182,9 @@ class LocalPool(Pool):
         except (EOFError, OSError, asyncio.TimeoutError):
             process.kill()
             raise AnimebotError(f"worker {slot} did not start (exit code {process.exitcode})", code="worker_start")
+        except asyncio.CancelledError:  # a stop while it loads: no slot holds it, so nothing else would end it
+            process.kill()  # (and the thread waiting for its word gets EOF, and ends)
+            raise
         if not isinstance(ready, Ready):
             process.join(STOP_TIMEOUT_S)
             why = ready.message if isinstance(ready, LoadFailed) else f"it said {ready!r}"
