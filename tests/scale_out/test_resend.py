@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from bot.drawing.celery.resend import LOST_AFTER_S, MAX_CRASHES, SENT_GRACE_S, UNREADABLE, Seen, Step, decide
+from bot.drawing.celery.resend import (LOST_AFTER_S, MAX_CRASHES, MAX_SENDS, REFUSED, RESEND_PAUSE_S, SENT_GRACE_S,
+                                       UNREADABLE, Seen, Step, decide)
 
 LIMIT_S = 120.0
 # A photo sent a second ago, on a live worker's heartbeat: nothing to do but wait.
@@ -58,10 +59,35 @@ def test_a_photo_nobody_answers_for_past_its_limit_is_given_up() -> None:
     assert decide(replace(DRAWING, since_sent=LIMIT_S + LOST_AFTER_S + 1)) == Step("give_up", "the worker timed out")
 
 
-def test_a_worker_s_failure_or_an_unreadable_result_is_sent_again() -> None:
-    failed = decide(replace(DRAWING, state="FAILURE", failure="OSError"))
+def test_a_worker_s_failure_or_an_unreadable_result_is_sent_again_after_a_pause() -> None:
+    paused = replace(DRAWING, since_sent=RESEND_PAUSE_S + 0.1)
+    failed = decide(replace(paused, state="FAILURE", failure="OSError"))
     assert failed == Step("resend", "the worker failed it: OSError") and not failed.crash
-    assert decide(replace(DRAWING, state=UNREADABLE)) == Step("resend", "its result was unreadable")
+    assert decide(replace(paused, state=UNREADABLE)) == Step("resend", "its result was unreadable")
+    # A failure that comes back at once is not sent again at once: it would meet the same worker again.
+    assert decide(replace(DRAWING, state="FAILURE", failure="OSError", since_sent=0.05)) == Step("wait")
+
+
+def test_an_order_a_worker_refused_unread_is_sent_again_a_few_times_then_its_user_is_told() -> None:
+    """A worker of another release, in a rolling upgrade: each refusal once restarted the clock and was
+    sent again at once, 100 times a second, forever. Now every send again counts from the first."""
+    refused = replace(DRAWING, state="FAILURE", failure=REFUSED, since_sent=RESEND_PAUSE_S + 0.1)
+    assert decide(replace(refused, since_sent=0.01)) == Step("wait")
+    for sends in range(1, MAX_SENDS):
+        assert decide(replace(refused, sends=sends)) == Step("resend", "a worker refused to read it", refused=True)
+    assert decide(replace(refused, sends=MAX_SENDS)) == Step("give_up", f"a worker refused to read it, {MAX_SENDS} times",
+                                                             refused=True)
+
+
+@pytest.mark.parametrize("seen", [
+    replace(DRAWING, state="FAILURE", failure="OSError", since_sent=RESEND_PAUSE_S + 1),
+    replace(DRAWING, state=UNREADABLE, since_sent=RESEND_PAUSE_S + 1),
+    replace(DRAWING, claimed=False, a_worker_idle=True, since_sent=SENT_GRACE_S + 1, since_seen=SENT_GRACE_S + 1),
+    replace(DRAWING, since_sent=30.0, since_seen=LOST_AFTER_S + 0.5),  # its worker died
+])
+def test_no_reason_sends_a_photo_more_than_the_bound(seen: Seen) -> None:
+    assert decide(replace(seen, sends=MAX_SENDS - 1)).action == "resend"
+    assert decide(replace(seen, sends=MAX_SENDS)).action == "give_up"
 
 
 def test_a_photo_whose_drawing_process_died_is_sent_again_as_a_crash_and_given_up_after_three() -> None:

@@ -30,9 +30,6 @@ Every blocking Redis or Celery call runs on one thread of its own, and the
 results' subscription on another, so the event loop never waits on the
 network, and the number of threads and connections does not grow with the
 number of users.
-
-It is over 300 lines because the dispatch, the results taken and the steps
-carried out share the in-flight table and must be read together.
 """
 from __future__ import annotations
 
@@ -53,7 +50,7 @@ from storage.errors import AnimebotError
 from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for_bot
 from bot.drawing.celery.copies import drop_copies
 from bot.drawing.celery.results import PushedRedisBackend, Results
-from bot.drawing.celery.resend import Seen, Step, decide
+from bot.drawing.celery.resend import MAX_SENDS, UNREADABLE, Seen, Step, decide
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, WorkerInfo, answered_key, cancel_key, order_summary,
                                      order_to_message, read_workers, result_from_message, task_id_for)
 from bot.drawing.fairqueue import Ticket
@@ -80,6 +77,7 @@ class _InFlight:
     drawn_by: tuple[str, int] | None = None  # the process whose heartbeat last named it
     # Processes that died drawing it: their last heartbeat names it until it is stale, and claims nothing.
     dead: set[tuple[str, int]] = field(default_factory=set)
+    held: tuple[str, Any] | None = None  # a failure to act on once the pause before a send again is over
 
 
 class CeleryPool(Pool):
@@ -100,6 +98,7 @@ class CeleryPool(Pool):
         # Tasks ended since the last look: their results go, their markers come; those no worker had
         # started yet are revoked too.
         self._answered: list[tuple[str, bool]] = []
+        self._refusals: set[str] = set()  # what workers said refusing an order, each logged once
         self._loops: list[asyncio.Task[None]] = []
         backend = self._app.backend
         assert isinstance(backend, PushedRedisBackend), backend  # for_bot's
@@ -283,7 +282,7 @@ class CeleryPool(Pool):
             looks = await asyncio.get_running_loop().run_in_executor(self._io, self._results.read, self._app,
                                                                      [f.task_id for f in flights])
             self._results.read_all = False
-        looks = [self._results.take(f.task_id, look) for f, look in zip(flights, looks)]
+        looks = [self._results.take(f.task_id, f.held or look) for f, look in zip(flights, looks)]
         now = time.monotonic()
         idle = any(w.task is None for w in self._workers)
         for flight, (state, value) in zip(flights, looks):
@@ -291,7 +290,8 @@ class CeleryPool(Pool):
                 continue
             step = decide(Seen(state, type(value).__name__ if state == "FAILURE" else "", flight.task.result.done(),
                                flight.claimed, now - flight.sent_at, now - flight.seen_at, self._limit(flight),
-                               flight.crashes, idle))
+                               flight.crashes, idle, flight.sends))
+            flight.held = (state, value) if step.action == "wait" and state in ("FAILURE", UNREADABLE) else None
             await self._carry_out(flight, step, value)
         if self._answered:
             await asyncio.get_running_loop().run_in_executor(self._io, self._mark_answered, self._answered)
@@ -299,6 +299,10 @@ class CeleryPool(Pool):
 
     async def _carry_out(self, flight: _InFlight, step: Step, value: Any) -> None:
         job = flight.task.job_id
+        if step.refused and (said := str(getattr(value, "reason", value))) not in self._refusals:
+            self._refusals.add(said)  # once each: in a rolling upgrade, which releases met
+            log.warning("a worker refused an order unread (%s): of another release? An order is sent at most %d "
+                        "times in all, then its user is told to try again later", said, MAX_SENDS)
         if step.action in ("take", "drop", "give_up") and flight.sends > 1:
             await self._drop_copies(flight)  # before the answer goes out
         if step.action == "take":
@@ -308,7 +312,7 @@ class CeleryPool(Pool):
         elif step.action == "give_up":
             log.warning("job %s: task %s given up: %s (%.0f s since sent, %d crash(es) of its worker)", job,
                         flight.task_id, step.why, time.monotonic() - flight.sent_at, flight.crashes + step.crash)
-            self._end(flight, WorkerLost(step.why))
+            self._end(flight, AnimebotError(step.why, code="upgrading") if step.refused else WorkerLost(step.why))
         elif step.action == "resend":
             where = ""
             if step.crash:
@@ -319,6 +323,7 @@ class CeleryPool(Pool):
             log.warning("job %s: task %s not answered (%s); sending it again%s", job, flight.task_id, step.why, where)
             await asyncio.get_running_loop().run_in_executor(self._io, AsyncResult(flight.task_id, app=self._app).forget)
             if await self._send(flight):
+                flight.held = None
                 flight.sent_at = flight.seen_at = time.monotonic()
                 flight.claimed, flight.drawn_by = False, None
                 flight.sends += 1

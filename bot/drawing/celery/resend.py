@@ -16,6 +16,14 @@ SENT_GRACE_S = 20.0  # a task sent to a free worker starts within this, or it wa
 # kills them). Sends again for any other reason (Redis lost it, a worker failed it while Redis was away)
 # are not counted: the broker's trouble must not cost a photo.
 MAX_CRASHES = 3
+# Every loop has a bound: a photo is sent at most this many times in all, whatever the reasons, and a send
+# again waits this long after the last (a refusal comes back at once, and so would the next: two releases
+# side by side once spun at 100 resends a second, each resend restarting the clock that gives up).
+MAX_SENDS = 6
+RESEND_PAUSE_S = 2.0
+# What Celery stores for an order a worker would not read (bot/drawing/celery/task.py rejects it): a
+# worker of another release, during a rolling upgrade (bot/drawing/celery/wire.py).
+REFUSED = "Reject"
 TIME_LIMITS = ("TimeLimitExceeded", "SoftTimeLimitExceeded")
 # What Celery stores when the pool process drawing a task dies (killed, out of memory) and its worker
 # lives on: the worker acknowledges the order, so the bot is the one that sends it again
@@ -37,6 +45,7 @@ class Seen:
     limit_s: float  # how long its worker may draw it
     crashes: int  # times its worker died while drawing it, so far
     a_worker_idle: bool  # some live worker process is drawing nothing
+    sends: int = 1  # times its order was sent, the first included
 
 
 Action = Literal["wait", "take", "drop", "give_up", "resend"]
@@ -47,12 +56,13 @@ class Step:
     action: Action
     why: str = ""  # for the log, and for a give-up, the user's apology's cause
     crash: bool = False  # a resend because its worker died while drawing it
+    refused: bool = False  # a worker would not read the order (of another release, during an upgrade)
 
 
 def decide(seen: Seen) -> Step:
     """The next step for one task in flight."""
     if seen.state == UNREADABLE:
-        return Step("resend", "its result was unreadable")
+        return _again(seen, "its result was unreadable")
     if seen.state == "SUCCESS":
         return Step("take")
     if seen.state == "FAILURE":
@@ -60,7 +70,9 @@ def decide(seen: Seen) -> Step:
             return Step("give_up", "the worker timed out")
         if seen.failure == PROCESS_DIED:
             return _crashed(seen, "its drawing process died")
-        return Step("resend", f"the worker failed it: {seen.failure}")
+        if seen.failure == REFUSED:
+            return _again(seen, "a worker refused to read it", refused=True)
+        return _again(seen, f"the worker failed it: {seen.failure}")
     if seen.state == "REVOKED":  # an operator revoked it (Flower, ``celery control revoke``): not drawn
         return Step("give_up", "an operator revoked it")
     if seen.stopped:
@@ -70,12 +82,21 @@ def decide(seen: Seen) -> Step:
     if seen.claimed and seen.since_seen > LOST_AFTER_S:
         return _crashed(seen, "its worker stopped answering")
     if not seen.claimed and seen.since_seen > SENT_GRACE_S and seen.a_worker_idle:
-        return Step("resend", "no worker took it")  # a worker is free, yet none took it: lost on the way
+        return _again(seen, "no worker took it")  # a worker is free, yet none took it: lost on the way
     return Step("wait")
 
 
+def _again(seen: Seen, why: str, refused: bool = False) -> Step:
+    """Sent again once the pause since the last send is over, unless it was sent too often already."""
+    if seen.sends >= MAX_SENDS:
+        return Step("give_up", f"{why}, {seen.sends} times", refused=refused)
+    if seen.since_sent < RESEND_PAUSE_S:
+        return Step("wait")
+    return Step("resend", why, refused=refused)
+
+
 def _crashed(seen: Seen, why: str) -> Step:
-    """Its drawing process died with it: sent again, unless this is the crash too many."""
-    if seen.crashes + 1 >= MAX_CRASHES:
+    """Its drawing process died with it: sent again, unless this is the crash too many (or the send)."""
+    if seen.crashes + 1 >= MAX_CRASHES or seen.sends >= MAX_SENDS:
         return Step("give_up", "the worker crashed", crash=True)
     return Step("resend", why, crash=True)
