@@ -132,10 +132,11 @@ class RunningBot(RunningProcess):
         return parse_worker_pids(self.log())
 
 
-def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, **env: str) -> RunningBot:
-    """``python -m bot run ARGS`` in ``home`` (cwd too, so no developer .env is read), ready for updates."""
+def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, code: Path = REPO, **env: str) -> RunningBot:
+    """``python -m bot run ARGS`` in ``home`` (cwd too, so no developer .env is read), ready for updates;
+    ``code``: the tree it runs, this one or an earlier release's (testkit/releases.py)."""
     prepare_home(home, shared_home)
-    full_env = {**bot_environment(fake, home, env), "PYTHONPATH": str(REPO)}
+    full_env = {**bot_environment(fake, home, env), "PYTHONPATH": str(code)}
     log_path = home / "bot.log"
     before = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as log:  # a restarted bot appends

@@ -56,15 +56,16 @@ class RunningWorker(RunningProcess):
 
 
 def start_worker(home: Path, shared_home: Path, broker_url: str, log_name: str = "worker.log", ready: bool = True,
-                 **env: str) -> RunningWorker:
+                 code: Path = REPO, **env: str) -> RunningWorker:
     """``python -m bot worker`` with its own data dir, sharing installed models and exports by symlink
-    (as testkit/bot_harness.py does for the bot); with ``ready``, returns once a pool process can draw."""
+    (as testkit/bot_harness.py does for the bot); with ``ready``, returns once a pool process can draw;
+    ``code``: the tree it runs, this one or an earlier release's (testkit/releases.py)."""
     home.mkdir(parents=True, exist_ok=True)
     for sub in ("models", "cache"):
         (shared_home / sub).mkdir(parents=True, exist_ok=True)
         if not (home / sub).exists():
             (home / sub).symlink_to(shared_home / sub)
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), "ANIMEBOT_HOME": str(home), "ANIMEBOT_BROKER_URL": broker_url,
+    full_env = {**os.environ, "PYTHONPATH": str(code), "ANIMEBOT_HOME": str(home), "ANIMEBOT_BROKER_URL": broker_url,
                 "ANIMEBOT_THREADS": "1", **env}
     full_env.pop("TELEGRAM_BOT_TOKEN", None)  # a worker never has it
     log_path = home / log_name

@@ -1,9 +1,16 @@
 """What the bot and ``animebot worker`` send each other through Redis, and check before use.
 
 Orders and results are plain, versioned dicts made here (with storage/codec.py, the journal's
-codec too); every message is checked field by field, and anything that is not exactly what this
-release sends is refused unread. Beside them, each worker process's heartbeat, and the keys by
-which the bot asks a clip to stop and says it is done with a task.
+codec too); every message is checked field by field, and anything that is not exactly what some
+format this release reads says is refused unread. Beside them, each worker process's heartbeat, and
+the keys by which the bot asks a clip to stop and says it is done with a task.
+
+A rolling upgrade runs a bot and workers of two releases side by side, so each message is written
+in the oldest format that can say it: an order that asks nothing of the newest format's fields is
+written without them, under the older version, and a worker of the release before reads it. A worker
+reads every format from :data:`OLDEST_READ` on, an older one's missing fields taking the values they
+stood for. What only the newest format can say (an HD) is refused by an older worker; the bot sends it
+again a few times and then says so to its user (bot/drawing/celery/resend.py).
 """
 from __future__ import annotations
 
@@ -20,9 +27,15 @@ from storage.codec import decode, encode
 
 TASK_NAME = "animebot.draw"
 HEARTBEAT_PREFIX = "animebot:worker:"
-# Orders and results carry this; a bot and a worker of different releases refuse each other's messages
-# with a sentence that says so, rather than misreading a field.
-WIRE_VERSION = 3  # 2: clips (an order's clip settings, a result's clip facts); 3: stickers and cut-outs (settings.cut)
+# Orders and results carry their format's version; a bot and a worker of releases too far apart refuse each
+# other's messages with a sentence that says so, rather than misreading a field. tests/scale_out/
+# test_wire_formats.py holds each format's fields: a change to them fails it until it has a version here.
+WIRE_VERSION = 4  # 2: clips (an order's clip settings, a result's clip facts); 3: stickers and cut-outs
+# (settings.cut); 4: HD (an order's hd)
+OLDEST_READ = 3  # the oldest format read, and written where it can say the message (the release before HD)
+# What each format after OLDEST_READ added to an order, with what a message of an older one means by its
+# absence. Results have not changed since 3.
+ORDER_ADDED: dict[int, dict[str, object]] = {4: {"hd": False}}
 # Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
 MAX_PHOTO_BYTES = 20 << 20
 
@@ -38,12 +51,26 @@ class BadOrder(BadMessage):
 
 
 def order_to_message(order: WorkOrder) -> dict[str, object]:
-    return {"v": WIRE_VERSION, **encode(order)}
+    """``order`` in the oldest format that can say it (one whose later fields it leaves as they were)."""
+    body = encode(order)
+    version = WIRE_VERSION
+    while version in ORDER_ADDED and all(body[name] == was for name, was in ORDER_ADDED[version].items()):
+        for name in ORDER_ADDED[version]:
+            del body[name]
+        version -= 1
+    return {"v": version, **body}
 
 
 def order_from_message(msg: object) -> WorkOrder:
     """The order in ``msg``, or BadOrder if it is not exactly one (fields, types, photo size)."""
-    order = decode(_unversioned(msg, "order", BadOrder), WorkOrder, "order", BadOrder)
+    body, version = _versioned(msg, "order", BadOrder)
+    for added, fields in ORDER_ADDED.items():
+        if added > version:
+            for name, was in fields.items():
+                if name in body:
+                    raise BadOrder(f"the order has the field {name}, which its format version {version} does not")
+                body[name] = was
+    order = decode(body, WorkOrder, "order", BadOrder)
     if len(order.data) > MAX_PHOTO_BYTES:
         raise BadOrder(f"the order's photo is {len(order.data):,} bytes, over the {MAX_PHOTO_BYTES:,} "
                        f"({MAX_PHOTO_BYTES >> 20} MiB) an order may carry")
@@ -51,12 +78,14 @@ def order_from_message(msg: object) -> WorkOrder:
 
 
 def result_to_message(reply: Converted | WorkFailed) -> dict[str, object]:
-    return {"v": WIRE_VERSION, "kind": "failed" if isinstance(reply, WorkFailed) else "converted", **encode(reply)}
+    """``reply`` in the oldest format read: results have not changed since, so a bot of the release before
+    reads what this release's workers draw."""
+    return {"v": OLDEST_READ, "kind": "failed" if isinstance(reply, WorkFailed) else "converted", **encode(reply)}
 
 
 def result_from_message(msg: object) -> Converted | WorkFailed:
     """The worker's answer in ``msg``, or BadMessage if it is not exactly one."""
-    body = _unversioned(msg, "result", BadMessage)
+    body, _ = _versioned(msg, "result", BadMessage)
     kinds: dict[object, type[Converted] | type[WorkFailed]] = {"converted": Converted, "failed": WorkFailed}
     kind = body.pop("kind", None)
     if kind not in kinds:
@@ -166,13 +195,13 @@ def read_workers(client: redis.Redis) -> list[WorkerInfo]:
     return sorted(workers, key=lambda w: (w.name, w.pid))
 
 
-def _unversioned(msg: object, what: str, error: type[BadMessage]) -> dict[str, object]:
-    """``msg`` without its version field, once the version is ours."""
+def _versioned(msg: object, what: str, error: type[BadMessage]) -> tuple[dict[str, object], int]:
+    """``msg`` without its version field, and that version, once it is one this release reads."""
     if not isinstance(msg, dict):
         raise error(f"the {what} must be a map, got {type(msg).__name__}")
     body = dict(msg)
     version = body.pop("v", None)
-    if type(version) is not int or version != WIRE_VERSION:
-        raise error(f"the {what} is in format version {version!r}, not {WIRE_VERSION}: the bot and its workers "
-                    "must run the same release")
-    return body
+    if type(version) is not int or not OLDEST_READ <= version <= WIRE_VERSION:
+        raise error(f"the {what} is in format version {version!r}, and this release reads {OLDEST_READ} to "
+                    f"{WIRE_VERSION}: the bot and its workers are of releases too far apart")
+    return body, version
