@@ -31,6 +31,13 @@ class CachedResult:
     media_file_id: str | None  # Telegram's file id of it sent inline: as a photo, or as the clip it is
     document_file_id: str | None
     face_share: float | None = None  # the largest face's size over the photo's short side (None: not looked for)
+    # What its first answer said beside it ("animated": the first frame of an animation; a clip's "trimmed",
+    # "silent"), so that a repeat says it too.
+    notes: tuple[str, ...] = ()
+
+
+def _notes(stored: str) -> tuple[str, ...]:
+    return tuple(stored.split(",")) if stored else ()
 
 
 def result_key(content_sha256: str, style: str, pipeline_version: str) -> str:
@@ -61,7 +68,7 @@ class ResultCache:
         transaction of its own, which looks for the file again: a result evicted in between is a miss.
         """
         row = await self._db.fetchone(
-            "SELECT filename, width, height, media_file_id, document_file_id, face_share FROM results"
+            "SELECT filename, width, height, media_file_id, document_file_id, face_share, notes FROM results"
             " WHERE key = ?", (key,),
         )
         if row is None:
@@ -72,7 +79,7 @@ class ResultCache:
                 await tx.execute("DELETE FROM results WHERE key = ?", (key,))
                 return None
             await tx.execute("UPDATE results SET last_used = ? WHERE key = ?", (time.time(), key))
-        return CachedResult(key, path, row[1], row[2], row[3], row[4], row[5])
+        return CachedResult(key, path, row[1], row[2], row[3], row[4], row[5], _notes(row[6]))
 
     async def peek(self, keys: list[str]) -> dict[str, CachedResult]:
         """The cached results of ``keys`` whose files are there, in one query, without marking them used: a
@@ -81,12 +88,12 @@ class ResultCache:
         for start in range(0, len(keys), 500):  # SQLite's limit on a statement's parameters is far above this
             part = keys[start:start + 500]
             for row in await self._db.fetchall(
-                "SELECT key, filename, width, height, media_file_id, document_file_id, face_share FROM results"
+                "SELECT key, filename, width, height, media_file_id, document_file_id, face_share, notes FROM results"
                 f" WHERE key IN ({','.join('?' * len(part))})", part,
             ):
                 path = self.results_dir / row[1]
                 if path.is_file():
-                    found[row[0]] = CachedResult(row[0], path, row[2], row[3], row[4], row[5], row[6])
+                    found[row[0]] = CachedResult(row[0], path, row[2], row[3], row[4], row[5], row[6], _notes(row[7]))
         return found
 
     async def has(self, key: str) -> bool:
@@ -95,7 +102,7 @@ class ResultCache:
         return row is not None and (self.results_dir / row[0]).is_file()
 
     async def put(self, key: str, content_sha256: str, style: str, data: bytes, width: int, height: int,
-                  suffix: str = ".jpg", face_share: float | None = None) -> CachedResult:
+                  suffix: str = ".jpg", face_share: float | None = None, notes: tuple[str, ...] = ()) -> CachedResult:
         """Store a result file atomically, then evict the least recently used beyond the size cap.
 
         The file is named by the whole key, not only the photo and style: two
@@ -109,12 +116,12 @@ class ResultCache:
         async with self._db.transaction() as tx:
             await tx.execute(
                 "INSERT OR REPLACE INTO results (key, content_sha256, style, filename, bytes, width, height,"
-                " media_file_id, document_file_id, created_at, last_used, face_share)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?)",
-                (key, content_sha256, style, filename, len(data), width, height, now, now, face_share),
+                " media_file_id, document_file_id, created_at, last_used, face_share, notes)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)",
+                (key, content_sha256, style, filename, len(data), width, height, now, now, face_share, ",".join(notes)),
             )
             await self._evict(tx)
-        return CachedResult(key, path, width, height, None, None, face_share)
+        return CachedResult(key, path, width, height, None, None, face_share, notes)
 
     async def set_media(self, key: str, file_id: str, kind: str) -> None:
         """Remember what Telegram called our upload of the result sent to be seen, and what it was sent as

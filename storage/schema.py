@@ -236,8 +236,14 @@ UPDATE results SET media_kind = CASE WHEN filename LIKE '%.webp' OR filename LIK
 UPDATE results SET media_file_id = NULL WHERE filename LIKE '%.mp4';
 """
 
+_RESULT_NOTES = """
+-- What a result's first answer said beside it (an animation's first frame drawn, a clip cut short or
+-- silent), comma-separated: a repeat from the cache says it too. Older results are not known to have any.
+ALTER TABLE results ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+"""
+
 STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS,
-                          _PRIVACY, _STICKERS, _UPLOADERS, _MEDIA_KINDS)
+                          _PRIVACY, _STICKERS, _UPLOADERS, _MEDIA_KINDS, _RESULT_NOTES)
 
 
 async def migrate(db: aiosqlite.Connection) -> None:

@@ -124,7 +124,7 @@ class Results:
         version = self.version(src, style, req)
         if sha and (known := await self.known(result_key(sha, style, version))):
             await self._received(req, src, sha)
-            return Drawn(src, sha, style, known, from_cache=True)
+            return Drawn.of(src, sha, style, known)
         data = await self.data(req, src, errand.fetched)
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         await self._received(req, src, sha)
@@ -136,7 +136,7 @@ class Results:
             version = self.version(src, style, req)
         key = result_key(sha, style, version)
         if known := await self.known(key):
-            return Drawn(src, sha, style, known, from_cache=True)
+            return Drawn.of(src, sha, style, known)
         metrics.CACHE_LOOKUPS.labels("miss").inc()  # the last look (the first may not know the hash): drawn now
         measured = await self._measured(req, src, data) if src.clip and src.seconds is None else src
         with self.admission.counted(req.user_id, measured.units - src.units if plan(req).units(req) else 0):
@@ -175,7 +175,7 @@ class Results:
             raise Failed("hd_no_clip")
         key = result_key(base.sha256, base.style, plan(req).version(self.version(base.source, base.style, req)))
         if known := await self.known(key):
-            drawn = Drawn(base.source, base.sha256, base.style, known, from_cache=True)
+            drawn = Drawn.of(base.source, base.sha256, base.style, known)
         else:
             data = await asyncio.to_thread(base.result.path.read_bytes)
             order = WorkOrder(req.job_id, data, base.style, req.settings, hd=True)
@@ -191,9 +191,9 @@ class Results:
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
         try:
-            stored, animated, units, notes = await self._draw(errand, src, style, key, sha, order)
+            stored, units = await self._draw(errand, src, style, key, sha, order)
             drawing.set_result(stored)
-            return Drawn(src, sha, style, stored, from_cache=False, animated=animated, units=units, notes=notes)
+            return Drawn.of(src, sha, style, stored, from_cache=False, units=units)
         except asyncio.CancelledError:
             drawing.set_exception(DrawingStopped())
             raise
@@ -217,10 +217,10 @@ class Results:
         return measured
 
     async def _draw(self, errand: Errand, src: Source, style: str, key: str, sha: str, order: WorkOrder
-                    ) -> tuple[CachedResult, bool, int, tuple[str, ...]]:
-        """Queue the order on a worker, wait for it, and store the result; also whether it was an
-        animated picture (its first frame drawn), how many photos of the quota it counts as, and what a
-        clip's caption must say (cut short, sound lost)."""
+                    ) -> tuple[CachedResult, int]:
+        """Queue the order on a worker, wait for it, and store the result, with what its answer must say
+        beside it (an animated picture's first frame drawn; a clip cut short, or its sound lost); also how
+        many photos of the quota it counts as."""
         req, job, reservation = errand.req, errand.job, errand.reservation
         try:
             if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
@@ -254,8 +254,10 @@ class Results:
         w, h = converted.output_size
         clip = converted.clip
         suffix = (".webm" if req.settings.cut else ".mp4") if clip else f".{req.settings.fmt}"
+        notes = ((("trimmed",) if clip.trimmed else ()) + (("silent",) if clip.sound == "damaged" else ()) if clip
+                 else ("animated",) if converted.frames > 1 else ())
         stored = await self.stores.results.put(key, sha, style, converted.data, w, h, suffix=suffix,
-                                               face_share=face_share(converted))
+                                               face_share=face_share(converted), notes=notes)
         await self.stores.counters.bump("converted")
         passes = sum(1 for f in converted.faces if f["pass"])
         self.pool.settle(ticket, passes, clip.drawn if clip else None)
@@ -266,15 +268,14 @@ class Results:
                      "%.2f s, drawn in %.2f s (model %.2f s)", req.job_id, style, *converted.input_size, w, h,
                      converted.frames, clip.drawn, clip.fps, clip.seconds, " (cut)" if clip.trimmed else "",
                      clip.sound or "none", ticket.waited_s, drawing_s, converted.timings["model_s"])
-            notes = (("trimmed",) if clip.trimmed else ()) + (("silent",) if clip.sound == "damaged" else ())
-            return stored, False, max(1, math.ceil(clip.seconds)), notes
+            return stored, max(1, math.ceil(clip.seconds))
         # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
         # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
         log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "
                  "%d face pass(es) %.2f s)", req.job_id, style, *converted.input_size, w, h, ticket.waited_s,
                  drawing_s, sum(converted.timings.values()), converted.timings.get("model_s", 0.0), passes,
                  converted.timings.get("faces_s", 0.0))
-        return stored, converted.frames > 1, 1, ()
+        return stored, 1
 
     def _clip_settings(self, src: Source, req: Request) -> ClipSettings:
         if req.settings.cut:  # a video sticker: silent WebM with alpha (inference/sticker.py)
