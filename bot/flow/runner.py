@@ -66,6 +66,12 @@ class JobRunner:
         self.sheets = Sheets(stores, styles, self.results)
         self.recovery = Recovery(bot, pool, journal, ways, self.jobs, self._resume)
         self._stopping = False
+        # A crash between Telegram taking an answer and the journal recording it sends that answer again
+        # after the restart: there is no asking Telegram what it got. Answers go out one at a time through
+        # that window, so a crash repeats at most one of them, however many drawings end at once (two
+        # workers finishing within milliseconds once put two answers in it). It costs an answer the
+        # moments the one before takes to be recorded.
+        self._answering = asyncio.Lock()
 
     async def run(self, req: Request) -> bool:
         """Take on and answer a new request; never raises for anything a user or Telegram can cause.
@@ -189,14 +195,16 @@ class JobRunner:
                 await self.stores.users.set_last_photo(req.user_id, stills[-1].sha256, stills[-1].source.spoiler)
             if failed:
                 self.onlooker.failed(req, failed[0])
-            sent = await way.answer(req, ready or await kind.answer(req, done, failed, bench))
+            answer = ready or await kind.answer(req, done, failed, bench)
             codes = ",".join(sorted({f.code for f in failed}))
-            try:
-                await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent.answered else "failed",
-                                                             codes or None, drawn=kind.drawn(req, done)))
-            except Unwritable:  # answered all the same: no apology (the database logged why, once)
-                log.warning("job %s: answered, but the database refuses writes: still open in the journal, it is "
-                            "answered again after a restart", req.job_id)
+            async with self._answering:  # one answer at a time between being sent and being recorded
+                sent = await way.answer(req, answer)
+                try:
+                    await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent.answered else "failed",
+                                                                 codes or None, drawn=kind.drawn(req, done)))
+                except Unwritable:  # answered all the same: no apology (the database logged why, once)
+                    log.warning("job %s: answered, but the database refuses writes: still open in the journal, it "
+                                "is answered again after a restart", req.job_id)
             metrics.JOBS.labels("done" if sent.answered else "cancelled" if codes == "cancelled" else "failed").inc()
         if sent.answered:
             self.onlooker.answered(req)
