@@ -12,7 +12,7 @@ from typing import Any
 from testkit.fake_telegram import Call, FakeTelegram
 
 # The starts of the status messages (bot/words/locales/animebot.pot, English): shown while the work goes on, then removed.
-STATUS = ("In queue", "Drawing", "Album of")
+STATUS = ("In queue", "Drawing", "Album of", "Making the HD")
 # ...and what else is said in reply without being an answer: the rows of buttons under an album.
 NOT_ANSWERS = STATUS + ("Full-size files",)
 # The send methods that can carry an answer, and the word each answer is known by.

@@ -269,6 +269,11 @@ class Results:
                      converted.frames, clip.drawn, clip.fps, clip.seconds, " (cut)" if clip.trimmed else "",
                      clip.sound or "none", ticket.waited_s, drawing_s, converted.timings["model_s"])
             return stored, max(1, math.ceil(clip.seconds))
+        if order.hd:  # a doubling, not a drawing: no model, no faces
+            log.info("job %s: HD of %s %dx%d -> %dx%d, waited %.2f s, made in %.2f s (worker %.2f s: doubling %.2f s)",
+                     req.job_id, style, *converted.input_size, w, h, ticket.waited_s, drawing_s,
+                     sum(converted.timings.values()), converted.timings.get("hd_s", 0.0))
+            return stored, 1
         # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
         # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
         log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from PIL import Image
 
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import InProcessBot, serving

@@ -42,8 +42,12 @@ def test_hd_under_a_result_is_real_cugan_of_that_result_twice_its_size(hd_store:
         result = first_answer(fake, photo, "sendPhoto", timeout=300)
         hd = next(d for d in buttons(result) if d.startswith("h:"))
         photos_before = len(fake.calls_to("sendPhoto", chat["id"]))
+        said_before = len(fake.calls_to("sendMessage", chat["id"]))
         fake.press(user, result.result, hd)
         file = fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 300)[0]
+        # Its status is HD's own, not "Drawing…": the picture is drawn already.
+        statuses = [c.params["text"] for c in fake.calls_to("sendMessage", chat["id"])[said_before:]]
+        assert statuses == ["Making the HD picture…"], statuses
         shown = fake.wait_for(lambda: fake.calls_to("sendPhoto", chat["id"])[photos_before:], 60)[0]
         fake.wait_for(lambda: settled(bot.home, fake), 60)
         drawn = drawn_by(bot.home, user["id"])

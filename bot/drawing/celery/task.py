@@ -81,8 +81,8 @@ def draw(task: Any, *args: object, **kwargs: object) -> Summarized:
     if isinstance(reply, WorkFailed):
         log.info("task %s (job %s) failed: %s: %s", task_id, order.job_id, reply.code, reply.message)
     else:
-        log.info("task %s (job %s): %s drawn in %.2f s", task_id, order.job_id, order.style,
-                 time.perf_counter() - started)
+        log.info("task %s (job %s): %s in %.2f s", task_id, order.job_id,
+                 "HD made" if order.hd else f"{order.style} drawn", time.perf_counter() - started)
     return Summarized(result_to_message(reply), result_summary(reply))
 
 

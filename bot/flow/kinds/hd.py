@@ -21,6 +21,7 @@ class HD(Kind):
     name = "hd"
     shape = LARGE
     lite = False  # the drawing it doubles is the one the user has, in its own style
+    waiting_words = "hd_making"  # not "Drawing…": the picture is drawn already
 
     async def draw(self, drawing: Drawing, errand: Errand, src: Source, style: str) -> Drawn:
         return await drawing.doubled(errand, await drawing.result(errand, src, style))
