@@ -14,7 +14,7 @@ import logging
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.errors import AnimebotError
@@ -62,6 +62,7 @@ class WorkFailed:
     job_id: str
     code: str
     message: str
+    values: dict[str, int | float] = field(default_factory=dict)  # the message's numbers, for other languages
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def _guarded(job_id: str, work: Callable[[], Converted]) -> Converted | WorkFail
     try:
         return work()
     except AnimebotError as exc:
-        return WorkFailed(job_id, exc.code, exc.message)
+        return WorkFailed(job_id, exc.code, exc.message, exc.values)
     except Exception as exc:
         log.exception("job %s: unexpected failure in the worker", job_id)
         return WorkFailed(job_id, "internal", f"{exc.__class__.__name__}: {exc}")

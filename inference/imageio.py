@@ -92,23 +92,21 @@ def decode(data: bytes, limits: ImageLimits = ImageLimits(), at_least: int | Non
 
 
 def _check_size(width: int, height: int, limits: ImageLimits) -> None:
+    """The most telling reason first: a 20000×20 strip is too long and thin before it is too narrow.
+    Each sentence's numbers go with it (``values``), for the bot to say them in every language."""
     if width * height > limits.max_pixels:
-        raise ImageError(
-            f"This image is too large ({width}×{height}, {width * height / 1e6:.0f} MP); "
-            f"the limit is {limits.max_pixels / 1e6:.0f} MP.",
-            code="too_large",
-        )
+        megapixels, limit = round(width * height / 1e6), round(limits.max_pixels / 1e6)
+        raise ImageError(f"This image is too large ({width}×{height}, {megapixels} MP); the limit is {limit} MP.",
+                         code="too_large", values={"width": width, "height": height, "megapixels": megapixels,
+                                                   "limit": limit})
+    if max(width, height) > limits.max_aspect * max(1, min(width, height)):
+        ratio = limits.max_aspect
+        raise ImageError(f"This image is too long and thin ({width}×{height}); the aspect ratio may be at most "
+                         f"{ratio:g}:1.", code="aspect", values={"width": width, "height": height, "ratio": ratio})
     if min(width, height) < limits.min_side:
-        raise ImageError(
-            f"This image is too small ({width}×{height}); send one at least {limits.min_side} px on each side.",
-            code="too_small",
-        )
-    if max(width, height) / min(width, height) > limits.max_aspect:
-        raise ImageError(
-            f"This image is too long and thin ({width}×{height}); the aspect ratio may be at most "
-            f"{limits.max_aspect:.0f}:1.",
-            code="aspect",
-        )
+        raise ImageError(f"This image is too small ({width}×{height}); send one at least {limits.min_side} px on "
+                         "each side.", code="too_small",
+                         values={"width": width, "height": height, "min_side": limits.min_side})
 
 
 def _to_rgb(img: Image.Image) -> Image.Image:

@@ -15,8 +15,10 @@ class AnimebotError(Exception):
 
     code = "error"
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(self, message: str, code: str | None = None, values: dict[str, int | float] | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        # The numbers in the message (an image's size, a limit), so that every language can say them too.
+        self.values = values or {}

@@ -210,7 +210,7 @@ class Results:
         try:
             info = await asyncio.to_thread(clip_io.probe, data)
         except AnimebotError as exc:
-            raise Failed(exc.code, exc.message) from None
+            raise Failed(exc.code, exc.message, **exc.values) from None
         cap = self._clip_limits(req).max_seconds
         measured = replace(src, seconds=min(info.seconds, cap) if info.seconds > 0 else cap)
         await self.admission.weigh_clip(req, src, measured)
@@ -239,7 +239,7 @@ class Results:
             await self.stores.counters.bump(f"error:{exc.code}")
             if order.clip is not None:
                 metrics.CLIPS.labels("cancelled" if exc.code == "cancelled" else "failed").inc()
-            raise Failed(exc.code, exc.message) from None
+            raise Failed(exc.code, exc.message, **exc.values) from None
         except asyncio.CancelledError:
             if ticket.result.cancelled() and job.cancelled:  # Cancel pressed while it waited
                 raise Failed("cancelled") from None

@@ -113,8 +113,16 @@ def error_text(lang: str, code: str, engine_message: str) -> str:
     """The user-facing sentence for an error code; never an internal detail.
 
     The engine's own image messages are written for users and name the
-    actual sizes, so English uses them; other languages use the catalogue.
+    actual sizes, so English uses them; other languages use the catalogue,
+    whose sentences of sizes are said with their numbers (``Failed.values``)
+    before they come here: one that needs numbers it was not given (a
+    worker of an older release sends none) is said in the engine's English.
     """
     if code in IMAGE_ERROR_CODES:
-        return engine_message if lang == SOURCE else t(lang, code)
+        if lang == SOURCE:
+            return engine_message
+        try:
+            return t(lang, code)
+        except KeyError:
+            return engine_message
     return t(lang, code) if known(code) else t(lang, "internal")

@@ -72,6 +72,8 @@ FILES = {
     "decompression bomb": (png((20000, 20000), "1"), "bomb.png", "image/png", "too large"),
     "1x1": (png((1, 1)), "dot.png", "image/png", "too small"),
     "aspect 30:1": (png((3000, 100)), "strip.png", "image/png", "long and thin"),
+    # Narrower than 32 px too, but its shape is the telling reason (it once said "too small" here).
+    "strip 20000x20": (png((20000, 20)), "strip.png", "image/png", "too long and thin (20000×20)"),
 }
 
 
@@ -84,6 +86,18 @@ def test_a_broken_file_gets_one_clear_sentence(bot: tuple[InProcessBot, FakeTele
     answer = only_answer(fake, msg)
     assert answer.method == "sendMessage" and says in answer.params["text"], answer.params
     assert "Traceback" not in answer.params["text"]
+
+
+def test_a_picture_refused_for_its_size_is_told_the_numbers_in_its_own_language(
+        bot: tuple[InProcessBot, FakeTelegram]) -> None:
+    _, fake = bot
+    for n, (data, says) in enumerate(((png((20000, 20)), "图片太细长了（20000×20），长宽比最多 20:1。"),
+                                      (png((10, 12)), "图片太小了（10×12），每边至少需要 32 像素。"))):
+        chat, user = private_chat(930 + n, lang="zh")
+        msg = fake.document_message(chat, user, data, "small.png", "image/png")
+        said = fake.wait_for(lambda: [c.params["text"] for c in fake.replies_to(msg)  # (its status is 正在绘制…)
+                                      if c.method == "sendMessage" and c.params["text"].startswith("图片")], 120)
+        assert said == [says]
 
 
 def test_a_bomb_is_refused_from_its_header(bot: tuple[InProcessBot, FakeTelegram]) -> None:

@@ -133,7 +133,8 @@ BAD_INPUTS = {
     "truncated": (None, "corrupt"),
     "bomb": (_bomb_png(20000, 20000), "too_large"),
     "one_pixel": (_save(Image.new("RGB", (1, 1)), "PNG"), "too_small"),
-    "sliver": (_save(Image.new("L", (20000, 10)), "PNG"), "too_small"),
+    "sliver": (_save(Image.new("L", (20000, 10)), "PNG"), "aspect"),  # 10 px is narrow, but 2000:1 says more
+    "speck": (_save(Image.new("L", (20, 12)), "PNG"), "too_small"),
     "long_strip": (_save(Image.new("L", (4200, 200)), "PNG"), "aspect"),
 }
 

@@ -87,8 +87,8 @@ def _settings(**changes: object) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("message", "why"), [
     (["not", "a", "map"], "must be a map, got list"),
-    ({**order_to_message(ORDER), "v": 2}, "format version 2, and this release reads 3 to 4"),  # before stickers
-    ({**order_to_message(ORDER), "v": 5}, "format version 5, and this release reads 3 to 4"),  # a later release's
+    ({**order_to_message(ORDER), "v": 2}, "format version 2, and this release reads 3 to 5"),  # before stickers
+    ({**order_to_message(ORDER), "v": 6}, "format version 6, and this release reads 3 to 5"),  # a later release's
     ({**order_to_message(ORDER), "v": 3, "hd": False}, "the field hd, which its format version 3 does not"),
     ({**order_to_message(ORDER), "v": True}, "format version True"),
     ({k: v for k, v in order_to_message(ORDER).items() if k != "v"}, "format version None"),

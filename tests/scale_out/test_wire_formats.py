@@ -18,16 +18,16 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from bot.drawing.celery.wire import (OLDEST_READ, ORDER_ADDED, WIRE_VERSION, BadOrder, order_from_message,
+from bot.drawing.celery.wire import (ADDED, OLDEST_READ, WIRE_VERSION, BadOrder, order_from_message,
                                      order_to_message, result_from_message, result_to_message)
 from inference.drawer import WorkFailed, WorkOrder
 from inference.pipeline import Converted, ConvertSettings
 from testkit.releases import BEFORE_HD, release_tree
 
 # Every field of what crosses the broker, as format WIRE_VERSION has it. A change here without a new
-# version is what made two releases refuse each other: raise WIRE_VERSION, say in wire.ORDER_ADDED what an
+# version is what made two releases refuse each other: raise WIRE_VERSION, say in wire.ADDED what an
 # older message means by leaving a new field out, and record the new format here.
-FORMAT = {4: """
+FORMAT = {5: """
 WorkOrder.job_id: str
 WorkOrder.data: bytes
 WorkOrder.style: str
@@ -75,6 +75,7 @@ Converted.cut: str
 WorkFailed.job_id: str
 WorkFailed.code: str
 WorkFailed.message: str
+WorkFailed.values: dict[str, int | float]
 """}
 
 MODULES = re.compile(r"[a-z_]+\.")
@@ -106,18 +107,28 @@ def wire_fields() -> list[str]:
 def test_the_fields_that_cross_the_broker_are_those_of_the_current_format_version() -> None:
     assert wire_fields() == FORMAT[WIRE_VERSION].split("\n")[1:-1], \
         "an order's or a result's fields changed: raise WIRE_VERSION (bot/drawing/celery/wire.py) and record them"
-    for version, fields in ORDER_ADDED.items():  # what an older message means by leaving a field out is its default
-        assert OLDEST_READ < version <= WIRE_VERSION
-        defaults = {f.name: f.default for f in dataclasses.fields(WorkOrder)}
-        assert all(defaults[name] == was for name, was in fields.items())
+    carriers = {"order": WorkOrder, "failed": WorkFailed, "converted": Converted}
+    for carrier, added in ADDED.items():  # what an older message means by leaving a field out is its default
+        fields = {f.name: f for f in dataclasses.fields(carriers[carrier])}
+        for version, defaults in added.items():
+            assert OLDEST_READ < version <= WIRE_VERSION
+            for name, was in defaults.items():
+                field = fields[name]
+                default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+                assert default == was, (carrier, name)
 
 
 def test_an_order_is_written_in_the_oldest_format_that_can_say_it() -> None:
     plain, hd = order_to_message(PLAIN), order_to_message(replace(PLAIN, hd=True))
     assert plain["v"] == OLDEST_READ and "hd" not in plain
-    assert hd["v"] == WIRE_VERSION and hd["hd"] is True
+    assert hd["v"] == 4 and hd["hd"] is True  # HD's format (5 added nothing to orders)
     assert order_from_message(plain) == PLAIN and order_from_message(hd) == replace(PLAIN, hd=True)
-    assert result_to_message(DRAWN)["v"] == OLDEST_READ  # results have not changed since
+    assert result_to_message(DRAWN)["v"] == OLDEST_READ  # a drawing's result has not changed since
+    plain_failure = WorkFailed("job-1", "corrupt", "damaged")
+    assert result_to_message(plain_failure)["v"] == OLDEST_READ and "values" not in result_to_message(plain_failure)
+    sized = WorkFailed("job-1", "too_small", "too small (9×9)", {"width": 9, "height": 9, "min_side": 32})
+    assert result_to_message(sized)["v"] == 5 and result_from_message(result_to_message(sized)) == sized
+    assert result_from_message(result_to_message(plain_failure)) == plain_failure
     with pytest.raises(BadOrder, match="the field hd, which its format version 3 does not"):
         order_from_message({**plain, "hd": True})
 
@@ -162,6 +173,7 @@ def test_the_release_before_hd_and_this_one_read_each_other_s_messages(tmp_path:
     # Its workers read this bot's orders, all but an HD, which they refuse unread with a sentence.
     assert _with_release(old, READ_ORDER, pack(order_to_message(PLAIN))).decode() == "job-1 hayao 320 sticker\n"
     refused = _with_release(old, READ_ORDER, pack(order_to_message(replace(PLAIN, hd=True)))).decode()
+    assert order_to_message(replace(PLAIN, hd=True))["v"] == 4  # HD's format: format 5 added nothing to orders
     assert refused.startswith("refused:") and "format version 4" in refused, refused
     # Its bot reads this release's results; this release's workers read its orders.
     assert _with_release(old, READ_RESULT, pack(result_to_message(DRAWN))).decode() == "(320, 240)\n"

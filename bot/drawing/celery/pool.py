@@ -374,7 +374,7 @@ class CeleryPool(Pool):
                 log.warning("job %s: a worker cannot draw %s: %s", flight.task.job_id, flight.task.order.style,
                             reply.message)
                 reply = WorkFailed(reply.job_id, "style_unavailable", reply.message)
-            self._end(flight, AnimebotError(reply.message, code=reply.code), drawn=True)
+            self._end(flight, AnimebotError(reply.message, reply.code, reply.values), drawn=True)
             return
         self._forget(flight, drawn=True)
         if not flight.task.result.done():

@@ -14,6 +14,7 @@ again a few times and then says so to its user (bot/drawing/celery/resend.py).
 """
 from __future__ import annotations
 
+import copy
 import hmac
 import json
 from dataclasses import dataclass
@@ -30,12 +31,12 @@ HEARTBEAT_PREFIX = "animebot:worker:"
 # Orders and results carry their format's version; a bot and a worker of releases too far apart refuse each
 # other's messages with a sentence that says so, rather than misreading a field. tests/scale_out/
 # test_wire_formats.py holds each format's fields: a change to them fails it until it has a version here.
-WIRE_VERSION = 4  # 2: clips (an order's clip settings, a result's clip facts); 3: stickers and cut-outs
-# (settings.cut); 4: HD (an order's hd)
+WIRE_VERSION = 5  # 2: clips (an order's clip settings, a result's clip facts); 3: stickers and cut-outs
+# (settings.cut); 4: HD (an order's hd); 5: a failure's numbers (WorkFailed.values)
 OLDEST_READ = 3  # the oldest format read, and written where it can say the message (the release before HD)
-# What each format after OLDEST_READ added to an order, with what a message of an older one means by its
-# absence. Results have not changed since 3.
-ORDER_ADDED: dict[int, dict[str, object]] = {4: {"hd": False}}
+# What each format after OLDEST_READ added, by the message that carries it, with what a message of an older
+# format means by its absence. A drawing's result has not changed since 3.
+ADDED: dict[str, dict[int, dict[str, object]]] = {"order": {4: {"hd": False}}, "failed": {5: {"values": {}}}}
 # Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
 MAX_PHOTO_BYTES = 20 << 20
 
@@ -52,25 +53,13 @@ class BadOrder(BadMessage):
 
 def order_to_message(order: WorkOrder) -> dict[str, object]:
     """``order`` in the oldest format that can say it (one whose later fields it leaves as they were)."""
-    body = encode(order)
-    version = WIRE_VERSION
-    while version in ORDER_ADDED and all(body[name] == was for name, was in ORDER_ADDED[version].items()):
-        for name in ORDER_ADDED[version]:
-            del body[name]
-        version -= 1
-    return {"v": version, **body}
+    return _in_oldest_format(encode(order), ADDED["order"])
 
 
 def order_from_message(msg: object) -> WorkOrder:
     """The order in ``msg``, or BadOrder if it is not exactly one (fields, types, photo size)."""
     body, version = _versioned(msg, "order", BadOrder)
-    for added, fields in ORDER_ADDED.items():
-        if added > version:
-            for name, was in fields.items():
-                if name in body:
-                    raise BadOrder(f"the order has the field {name}, which its format version {version} does not")
-                body[name] = was
-    order = decode(body, WorkOrder, "order", BadOrder)
+    order = decode(_as_now(body, version, ADDED["order"], "order", BadOrder), WorkOrder, "order", BadOrder)
     if len(order.data) > MAX_PHOTO_BYTES:
         raise BadOrder(f"the order's photo is {len(order.data):,} bytes, over the {MAX_PHOTO_BYTES:,} "
                        f"({MAX_PHOTO_BYTES >> 20} MiB) an order may carry")
@@ -78,19 +67,21 @@ def order_from_message(msg: object) -> WorkOrder:
 
 
 def result_to_message(reply: Converted | WorkFailed) -> dict[str, object]:
-    """``reply`` in the oldest format read: results have not changed since, so a bot of the release before
-    reads what this release's workers draw."""
-    return {"v": OLDEST_READ, "kind": "failed" if isinstance(reply, WorkFailed) else "converted", **encode(reply)}
+    """``reply`` in the oldest format that can say it: a drawing, or a failure without numbers, is read by a
+    bot of the release before too."""
+    kind = "failed" if isinstance(reply, WorkFailed) else "converted"
+    return {"kind": kind, **_in_oldest_format(encode(reply), ADDED.get(kind, {}))}
 
 
 def result_from_message(msg: object) -> Converted | WorkFailed:
     """The worker's answer in ``msg``, or BadMessage if it is not exactly one."""
-    body, _ = _versioned(msg, "result", BadMessage)
+    body, version = _versioned(msg, "result", BadMessage)
     kinds: dict[object, type[Converted] | type[WorkFailed]] = {"converted": Converted, "failed": WorkFailed}
     kind = body.pop("kind", None)
     if kind not in kinds:
         raise BadMessage(f"a result's kind must be converted or failed, got {kind!r}")
-    return decode(body, kinds[kind], "result", BadMessage)
+    return decode(_as_now(body, version, ADDED.get(str(kind), {}), "result", BadMessage), kinds[kind], "result",
+                  BadMessage)
 
 
 @dataclass(frozen=True)
@@ -193,6 +184,29 @@ def read_workers(client: redis.Redis) -> list[WorkerInfo]:
         except (ValueError, BadMessage):  # not JSON, or not a heartbeat of this release
             continue
     return sorted(workers, key=lambda w: (w.name, w.pid))
+
+
+def _in_oldest_format(body: dict[str, object], added: dict[int, dict[str, object]]) -> dict[str, object]:
+    """``body`` under the oldest version whose fields say it all: the fields of each later format are left
+    out while they hold what an older message means by their absence."""
+    version = WIRE_VERSION
+    while version > OLDEST_READ and all(body[name] == was for name, was in added.get(version, {}).items()):
+        for name in added.get(version, {}):
+            del body[name]
+        version -= 1
+    return {"v": version, **body}
+
+
+def _as_now(body: dict[str, object], version: int, added: dict[int, dict[str, object]], what: str,
+            error: type[BadMessage]) -> dict[str, object]:
+    """``body``, of format ``version``, with the fields later formats added, as its absence of them means."""
+    for since, fields in added.items():
+        if since > version:
+            for name, was in fields.items():
+                if name in body:
+                    raise error(f"the {what} has the field {name}, which its format version {version} does not")
+                body[name] = copy.copy(was)  # a map of its own, not one shared by every message
+    return body
 
 
 def _versioned(msg: object, what: str, error: type[BadMessage]) -> tuple[dict[str, object], int]:

@@ -140,7 +140,7 @@ class LocalPool(Pool):
                 worker.busy = False
                 ticket.stop = None
             if isinstance(reply, WorkFailed):
-                fail(ticket, AnimebotError(reply.message, code=reply.code))
+                fail(ticket, AnimebotError(reply.message, reply.code, reply.values))
             elif not ticket.result.done():
                 ticket.result.set_result(reply)
 
