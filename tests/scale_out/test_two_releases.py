@@ -15,7 +15,7 @@ import pytest
 from bot.drawing.celery.resend import MAX_SENDS
 from testkit.bot_harness import private_chat, start_bot
 from testkit.fake_telegram import FakeTelegram
-from testkit.pictures import PHOTOS
+from testkit.pictures import PHOTOS, synthetic_photo
 from testkit.redis_server import RedisServer
 from testkit.releases import BEFORE_HD, release_tree
 from testkit.replies import buttons, final_answer, first_answer
@@ -69,6 +69,10 @@ def test_a_bot_of_the_release_before_with_this_release_s_worker_draws_photos(
             try:
                 photo = fake.photo_message(*private_chat(5501), (PHOTOS / "portrait_closeup.jpg").read_bytes())
                 assert final_answer(fake, photo, timeout=300) == "photo"
+                # A refusal with numbers comes in the format that bot reads (this release's would be format 5).
+                speck = fake.document_message(*private_chat(5502), synthetic_photo(20, 12), "speck.jpg", "image/jpeg")
+                assert final_answer(fake, speck, timeout=120) == ("This image is too small (20×12); send one at least "
+                                                                  "32 px on each side.")
             finally:
                 assert bot.stop() == 0, bot.log()
     finally:

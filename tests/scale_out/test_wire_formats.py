@@ -128,6 +128,8 @@ def test_an_order_is_written_in_the_oldest_format_that_can_say_it() -> None:
     assert result_to_message(plain_failure)["v"] == OLDEST_READ and "values" not in result_to_message(plain_failure)
     sized = WorkFailed("job-1", "too_small", "too small (9×9)", {"width": 9, "height": 9, "min_side": 32})
     assert result_to_message(sized)["v"] == 5 and result_from_message(result_to_message(sized)) == sized
+    # To a bot that reads no newer than 3 (one that sends no READS_HEADER), without the numbers it cannot read.
+    assert result_to_message(sized, reads=3) == {**result_to_message(replace(sized, values={})), "v": 3}
     assert result_from_message(result_to_message(plain_failure)) == plain_failure
     with pytest.raises(BadOrder, match="the field hd, which its format version 3 does not"):
         order_from_message({**plain, "hd": True})

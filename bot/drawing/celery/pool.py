@@ -51,8 +51,9 @@ from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for
 from bot.drawing.celery.copies import drop_copies
 from bot.drawing.celery.results import PushedRedisBackend, Results
 from bot.drawing.celery.resend import MAX_SENDS, UNREADABLE, Seen, Step, decide
-from bot.drawing.celery.wire import (TASK_NAME, BadMessage, WorkerInfo, answered_key, cancel_key, order_summary,
-                                     order_to_message, read_workers, result_from_message, task_id_for)
+from bot.drawing.celery.wire import (READS_HEADER, TASK_NAME, WIRE_VERSION, BadMessage, WorkerInfo, answered_key,
+                                     cancel_key, order_summary, order_to_message, read_workers, result_from_message,
+                                     task_id_for)
 from bot.drawing.fairqueue import Ticket
 from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail, time_limit
 from inference.drawer import WorkFailed
@@ -95,8 +96,7 @@ class CeleryPool(Pool):
         self._beats: dict[tuple[str, int], tuple[float, float]] = {}  # process -> (its last beat, when we saw it change)
         self._down_since: float | None = None  # the broker is unreachable since (wall clock)
         self._room = asyncio.Event()
-        # Tasks ended since the last look: their results go, their markers come; those no worker had
-        # started yet are revoked too.
+        # Tasks ended since the last look: their results go, their markers come (unstarted ones revoked too).
         self._answered: list[tuple[str, bool]] = []
         self._refusals: set[str] = set()  # what workers said refusing an order, each logged once
         self._loops: list[asyncio.Task[None]] = []
@@ -196,7 +196,7 @@ class CeleryPool(Pool):
             self._redis.delete(answered_key(flight.task_id))
             self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE, time_limit=limit,
                                 soft_time_limit=limit - min(5.0, limit / 10), argsrepr=order_summary(order),
-                                kwargsrepr="{}")
+                                kwargsrepr="{}", headers={READS_HEADER: WIRE_VERSION})
         try:
             await loop.run_in_executor(self._io, send)
         except Exception as exc:  # kombu and Celery wrap a lost Redis in several types, RuntimeError among them

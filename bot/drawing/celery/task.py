@@ -17,8 +17,8 @@ from celery.exceptions import Ignore, Reject
 from celery.worker.request import Request
 
 from bot.drawing.celery.heartbeat import Heartbeat
-from bot.drawing.celery.wire import (TASK_NAME, BadOrder, Summarized, answered_key, order_from_message, result_summary,
-                                     result_to_message)
+from bot.drawing.celery.wire import (OLDEST_READ, READS_HEADER, TASK_NAME, BadOrder, Summarized, answered_key,
+                                     order_from_message, result_summary, result_to_message)
 from inference.drawer import Drawer, WorkFailed
 
 log = logging.getLogger("animebot.worker")
@@ -83,7 +83,8 @@ def draw(task: Any, *args: object, **kwargs: object) -> Summarized:
     else:
         log.info("task %s (job %s): %s in %.2f s", task_id, order.job_id,
                  "HD made" if order.hd else f"{order.style} drawn", time.perf_counter() - started)
-    return Summarized(result_to_message(reply), result_summary(reply))
+    reads = task.request.get(READS_HEADER)  # what its bot reads: none said, a bot before the header
+    return Summarized(result_to_message(reply, reads if type(reads) is int else OLDEST_READ), result_summary(reply))
 
 
 def drop_unwanted(task_id: str, task: Any, **_: Any) -> None:

@@ -37,6 +37,10 @@ OLDEST_READ = 3  # the oldest format read, and written where it can say the mess
 # What each format after OLDEST_READ added, by the message that carries it, with what a message of an older
 # format means by its absence. A drawing's result has not changed since 3.
 ADDED: dict[str, dict[int, dict[str, object]]] = {"order": {4: {"hd": False}}, "failed": {5: {"values": {}}}}
+# A Celery header on each order: the newest format its bot reads results in. A worker answers in it, leaving
+# out what that format lacks (a failure's numbers); an order without it is from a bot before the header,
+# which reads OLDEST_READ.
+READS_HEADER = "animebot_reads"
 # Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
 MAX_PHOTO_BYTES = 20 << 20
 
@@ -66,11 +70,11 @@ def order_from_message(msg: object) -> WorkOrder:
     return order
 
 
-def result_to_message(reply: Converted | WorkFailed) -> dict[str, object]:
-    """``reply`` in the oldest format that can say it: a drawing, or a failure without numbers, is read by a
-    bot of the release before too."""
+def result_to_message(reply: Converted | WorkFailed, reads: int = WIRE_VERSION) -> dict[str, object]:
+    """``reply`` in the oldest format that can say it, and none newer than its bot ``reads``: a bot of the
+    release before gets a failure without its numbers (it says the worker's English sentence)."""
     kind = "failed" if isinstance(reply, WorkFailed) else "converted"
-    return {"kind": kind, **_in_oldest_format(encode(reply), ADDED.get(kind, {}))}
+    return {"kind": kind, **_in_oldest_format(encode(reply), ADDED.get(kind, {}), reads)}
 
 
 def result_from_message(msg: object) -> Converted | WorkFailed:
@@ -186,11 +190,14 @@ def read_workers(client: redis.Redis) -> list[WorkerInfo]:
     return sorted(workers, key=lambda w: (w.name, w.pid))
 
 
-def _in_oldest_format(body: dict[str, object], added: dict[int, dict[str, object]]) -> dict[str, object]:
-    """``body`` under the oldest version whose fields say it all: the fields of each later format are left
-    out while they hold what an older message means by their absence."""
+def _in_oldest_format(body: dict[str, object], added: dict[int, dict[str, object]], newest: int = WIRE_VERSION
+                      ) -> dict[str, object]:
+    """``body`` under the oldest version whose fields say it all, and none past ``newest`` (the fields of
+    formats after it are left out): the fields of each later format are left out while they hold what an
+    older message means by their absence."""
     version = WIRE_VERSION
-    while version > OLDEST_READ and all(body[name] == was for name, was in added.get(version, {}).items()):
+    while version > OLDEST_READ and (version > newest or all(
+            body[name] == was for name, was in added.get(version, {}).items())):
         for name in added.get(version, {}):
             del body[name]
         version -= 1
