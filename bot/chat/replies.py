@@ -38,6 +38,10 @@ from storage.stores import Stores
 log = logging.getLogger("animebot.replies")
 
 NOTICE_WINDOW_S = 60.0  # refusals within this long of the last one edit it instead of adding one
+# When a burst's photos not taken may be sent again, by the limit that refused them: once the user's waiting
+# photos are back, after midnight UTC (the daily quota), or in a minute (the queue full, the rate limit).
+NOT_TAKEN = {"per_user_limit": "not_taken", "clip_over_limit": "not_taken", "quota_reached": "not_taken_quota",
+             "clip_over_quota": "not_taken_quota"}
 NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most this often, not one edit each
 # A face style (made for aligned face crops) says so under a photo whose largest face is smaller than this
 # share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
@@ -138,7 +142,8 @@ class Replies:
                 notice.at = now
                 if notice.editing is None:  # one edit says the count so far; later refusals wait for the next
                     delay = max(0.0, notice.edited_at + NOTICE_EDIT_EVERY_S - now)
-                    notice.editing = asyncio.create_task(self._count_in(req, text, notice, delay))
+                    then = NOT_TAKEN.get(refusal.code, "not_taken_later")
+                    notice.editing = asyncio.create_task(self._count_in(req, text, then, notice, delay))
                 return
             for old in [k for k, n in self._notices.items() if now - n.at >= NOTICE_WINDOW_S]:
                 del self._notices[old]  # a chat's burst is over: forget its notice, and its lock if idle
@@ -148,13 +153,14 @@ class Replies:
                 msg = await self.say(req, text)
                 self._notices[key] = _Notice(msg.message_id, len(req.sources), now, edited_at=now)
 
-    async def _count_in(self, req: Request, text: str, notice: _Notice, delay: float) -> None:
-        """Edit the notice, after ``delay``, with the number of photos not taken by then."""
+    async def _count_in(self, req: Request, text: str, then: str, notice: _Notice, delay: float) -> None:
+        """Edit the notice, after ``delay``, with the number of photos not taken by then, and when to send them
+        again (the sentence ``then``)."""
         await asyncio.sleep(delay)
         notice.editing, notice.edited_at = None, time.monotonic()
         with contextlib.suppress(TelegramError):  # deleted meanwhile: the first message said it
-            await self.bot.edit_message_text(
-                f"{text}\n{t(req.lang, 'not_taken', count=notice.skipped)}", req.chat_id, notice.message_id)
+            await self.bot.edit_message_text(f"{text}\n{t(req.lang, then, count=notice.skipped)}", req.chat_id,
+                                             notice.message_id)
 
     # --- the style menu and its previews ------------------------------------------------
 

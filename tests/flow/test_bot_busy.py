@@ -49,8 +49,8 @@ def test_one_user_past_their_waiting_limit_is_told_so_in_one_sentence(small_bot:
     first = fake.photo_message(chat, user, shared_photo("portrait_900x1200.jpg"))
     second = fake.photo_message(chat, user, shared_photo("group_3_faces.jpg"))
     assert final_answer(fake, first) == "photo"
-    assert final_answer(fake, second) == ("You already have 1 photos waiting, the most I keep for one person. "
-                                          "Send this one again once some of them are back.")
+    assert final_answer(fake, second) == ("You already have 1 photo waiting, the most I keep for one person. "
+                                          "Send this one again once it is back.")
 
 
 def test_a_burst_past_the_limit_is_told_once_how_many_were_not_taken(small_bot: tuple[InProcessBot, FakeTelegram],
