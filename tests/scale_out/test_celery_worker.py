@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from kombu import Exchange, Producer
 from kombu.serialization import dumps, loads
 
 from bot.drawing.celery.app import QUEUE, RESULT_SERIALIZER, make_celery
+from bot.drawing.pool import time_limit
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, order_from_message, order_to_message, read_workers,
                                      Summarized, result_from_message, result_summary, result_to_message)
+from inference.clip_settings import ClipLimits, ClipSettings
 from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
@@ -51,6 +54,17 @@ def wire(message: dict[str, object]) -> object:
 ORDER = WorkOrder("job-1", b"\xff\xd8 photo bytes", "hayao",
                   ConvertSettings(max_side=480, fmt="png", faces=False, strength=70, keep_colours=True,
                                   limits=ImageLimits(max_pixels=1000, min_side=8, max_aspect=3.5)))
+
+
+def test_redis_hands_no_order_out_again_while_its_worker_may_still_be_drawing_it() -> None:
+    """kombu gives an unacknowledged order to another worker after the visibility timeout: it was the job
+    timeout plus a minute (180 s), so a clip still drawing at 3 minutes, within its 1200 s, was drawn twice."""
+    clip = WorkOrder("job-1", b"clip", "hayao", ConvertSettings(), ClipSettings(ClipLimits(10.0), "mp4"))
+    for job_timeout in (30.0, 120.0, 600.0):
+        visible_after = make_celery("redis://127.0.0.1:1/0", job_timeout).conf.broker_transport_options[
+            "visibility_timeout"]
+        longest = max(time_limit(order, job_timeout) for order in (ORDER, clip, replace(ORDER, hd=True)))
+        assert visible_after >= longest + 60, (job_timeout, visible_after, longest)
 
 
 def test_an_order_comes_back_as_it_went() -> None:
@@ -291,7 +305,7 @@ def test_workers_are_listed_while_they_run_and_vanish_with_their_pool_when_kille
             wait_for(lambda: not alive(info.pid), 60, "end of the pool process")
         wait_for(lambda: not read_workers(client), 120, "end of the heartbeat")
         # Not lost: kombu's Redis transport holds the unacknowledged order, and a worker hands it out again
-        # once the visibility timeout (job timeout + 60 s) is over.
+        # once the visibility timeout (a clip's time limit + 60 s) is over.
         assert task.id.encode() in b"".join(client.hvals("unacked"))
         assert PASSWORD not in running.log()
     finally:

@@ -17,6 +17,7 @@ from kombu.serialization import register
 
 from bot.drawing.celery.results import PushedRedisBackend
 from bot.drawing.celery.wire import Summarized
+from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, HD_TIMEOUT_FACTOR
 
 QUEUE = "animebot"
 # Short enough that a dead Redis fails a call within seconds instead of hanging it.
@@ -45,6 +46,11 @@ def _unpack(data: bytes) -> object:
 register(RESULT_SERIALIZER, _pack, _unpack, content_type="application/x-animebot-msgpack", content_encoding="binary")
 
 
+def visibility_timeout(job_timeout_s: float) -> float:
+    """Past the longest time limit of any order (bot/drawing/pool.py, ``time_limit``), with a minute to spare."""
+    return job_timeout_s * max(CLIP_TIMEOUT_FACTOR, HD_TIMEOUT_FACTOR) + 60
+
+
 def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
     """What the bot and its workers agree on, with Redis (``broker_url``) as broker and result store.
 
@@ -66,10 +72,11 @@ def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
         task_reject_on_worker_lost=False,
         worker_prefetch_multiplier=1,
         task_default_queue=QUEUE,
-        # Redis gives an unacknowledged photo to another worker after this long (a fallback: the bot sends
-        # again what a dead worker held): above the job timeout, so a slow drawing is not drawn twice.
-        broker_transport_options={"visibility_timeout": job_timeout_s + 60, "socket_timeout": REDIS_TIMEOUT_S,
-                                  "socket_connect_timeout": REDIS_TIMEOUT_S},
+        # Redis gives an unacknowledged order to another worker after this long (a fallback: the bot sends
+        # again what a dead worker held): above the longest any order may take (a clip's), so a slow clip is
+        # not drawn twice. It was the job timeout plus a minute, 180 s against a clip's 1200.
+        broker_transport_options={"visibility_timeout": visibility_timeout(job_timeout_s),
+                                  "socket_timeout": REDIS_TIMEOUT_S, "socket_connect_timeout": REDIS_TIMEOUT_S},
         redis_socket_timeout=REDIS_TIMEOUT_S,
         redis_socket_connect_timeout=REDIS_TIMEOUT_S,
         result_expires=RESULT_EXPIRES_S,
