@@ -334,12 +334,15 @@ class WebApp:
             raise web.HTTPTooManyRequests(headers={"Retry-After": str(int(wait) + 1)})
         shown = await self.st.buttons.find(rid, user_id)
         found = await self.pictures.of(user_id, shown, variant) if shown is not None else None
-        if found is None:
+        if shown is None or found is None:
             raise web.HTTPNotFound(text="gone")
         headers = {"Cache-Control": "private, max-age=3600", "X-Content-Type-Options": "nosniff"}
         if variant == "thumb":
             thumbnail = await self.pictures.thumbnails.of(found.path)
             return web.Response(body=thumbnail, content_type="image/jpeg", headers=headers)
+        if variant in ("image", "hd"):  # saved by the browser, or Telegram's downloadFile, under a name that says it
+            name = f"anime-{shown.style}{'-hd' if variant == 'hd' else ''}{found.path.suffix}"  # (style names are ASCII)
+            headers["Content-Disposition"] = f'inline; filename="{name}"'
         return web.FileResponse(found.path, headers=headers)
 
 

@@ -247,6 +247,7 @@ def test_hd_is_doubled_through_the_queue_once_and_kept_for_its_picture(hd_app: A
     assert hd and hd_app.results(uid)[0]["hd"] == hd
     picture = call(hd_app.base, hd)
     assert picture.status == 200
+    assert picture.headers["Content-Disposition"] == 'inline; filename="anime-hayao-hd.jpg"'  # saved under a name
     doubled = Image.open(io.BytesIO(picture.body))
     assert doubled.size == (2 * result["width"], 2 * result["height"])
     drawing = np.asarray(hd_app.picture(result["image"]), float)
