@@ -14,11 +14,12 @@ LOST_AFTER_S = 6.0  # a task no live worker has claimed for this long is sent ag
 SENT_GRACE_S = 20.0  # a task sent to a free worker starts within this, or it was lost on the way
 # A photo whose worker died while drawing it this many times is given up, with an apology (it may be what
 # kills them). Sends again for any other reason (Redis lost it, a worker failed it while Redis was away)
-# are not counted: the broker's trouble must not cost a photo.
+# are not crashes: the broker's trouble alone does not cost a photo at the third.
 MAX_CRASHES = 3
 # Every loop has a bound: a photo is sent at most this many times in all, whatever the reasons, and a send
 # again waits this long after the last (a refusal comes back at once, and so would the next: two releases
-# side by side once spun at 100 resends a second, each resend restarting the clock that gives up).
+# side by side once spun at 100 resends a second, each resend restarting the clock that gives up). While
+# Redis is unreachable nothing is sent, so an outage spends none of them.
 MAX_SENDS = 6
 RESEND_PAUSE_S = 2.0
 # What Celery stores for an order a worker would not read (bot/drawing/celery/task.py rejects it): a
