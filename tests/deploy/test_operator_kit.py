@@ -273,6 +273,7 @@ def test_prometheus_scrapes_the_bot_runs_every_dashboard_query_and_loads_the_ale
         assert value('sum(animebot_jobs_total{outcome="done"})') == 3
         assert value("min(animebot_broker_up)") == 1
         assert value("min(animebot_healthy)") == 1
+        assert value("min(animebot_database_writable)") == 1 and value("sum(animebot_database_write_failures_total)") == 0
         assert value("sum(animebot_photo_draw_seconds_count)") == 3
         board = json.loads((deploy / "grafana" / "dashboards" / "animebot.json").read_text())
         queries = [target["expr"] for panel in board["panels"] for target in panel.get("targets", ())]
@@ -282,7 +283,7 @@ def test_prometheus_scrapes_the_bot_runs_every_dashboard_query_and_loads_the_ale
 
         groups = prometheus.api("rules", type="alert")["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        assert len(rules) == 7 and {r["health"] for r in rules} == {"ok"}, rules
+        assert len(rules) == 8 and {r["health"] for r in rules} == {"ok"}, rules
         assert [r["name"] for r in rules if r["state"] != "inactive"] == []
     finally:
         prometheus.stop()
