@@ -204,7 +204,7 @@ async def _prune(st: BotState, keep_s: float) -> None:
 
 
 def health(home: Path) -> tuple[bool, str]:
-    """For Docker's HEALTHCHECK: is a bot in ``home`` running with all its workers?"""
+    """For Docker's HEALTHCHECK: is a bot in ``home`` running with all its workers, its database writable?"""
     beat = heartbeat_path(home)
     try:
         stamp, _, pid = beat.read_text().strip().partition(" ")
