@@ -151,24 +151,16 @@ class Database:
             await self._conn.execute("BEGIN IMMEDIATE")
 
     async def _end(self, commit: bool) -> None:
-        """Commit, or roll back; a commit that fails is rolled back (sqlite3 leaves it open), and a
-        failure the file caused is noted (:meth:`_refused`) and raised as :class:`Unwritable`."""
+        """Commit, or roll back. A failure is noted (:meth:`_refused`) and raised as :class:`Unwritable`,
+        after a rollback of what a failed commit left open (sqlite3 leaves it so)."""
         try:
-            if commit:
-                try:
-                    await self._conn.commit()
-                    return
-                except sqlite3.Error as exc:
-                    self._refused(exc)
-                    raise Unwritable(f"the database refused a commit ({exc})") from exc
-                finally:
-                    if self._conn.in_transaction:
-                        await self._conn.rollback()
-            else:
-                await self._conn.rollback()
-        except sqlite3.Error as exc:  # the rollback too: nothing more can be done here
+            await (self._conn.commit() if commit else self._conn.rollback())
+        except sqlite3.Error as exc:
             self._refused(exc)
-            raise Unwritable(f"the database refused a rollback ({exc})") from exc
+            if self._conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # refused too: nothing more can be done here
+                    await self._conn.rollback()
+            raise Unwritable(f"the database refused to {'commit' if commit else 'roll back'} ({exc})") from exc
 
     def _refused(self, exc: sqlite3.Error) -> None:
         self.failed_writes += 1
