@@ -100,9 +100,9 @@ def _check_size(width: int, height: int, limits: ImageLimits) -> None:
                          code="too_large", values={"width": width, "height": height, "megapixels": megapixels,
                                                    "limit": limit})
     if max(width, height) > limits.max_aspect * max(1, min(width, height)):
-        ratio = limits.max_aspect
         raise ImageError(f"This image is too long and thin ({width}×{height}); the aspect ratio may be at most "
-                         f"{ratio:g}:1.", code="aspect", values={"width": width, "height": height, "ratio": ratio})
+                         f"{limits.max_aspect:g}:1.", code="aspect",
+                         values={"width": width, "height": height, "ratio": limits.max_aspect})
     if min(width, height) < limits.min_side:
         raise ImageError(f"This image is too small ({width}×{height}); send one at least {limits.min_side} px on "
                          "each side.", code="too_small",

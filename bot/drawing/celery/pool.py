@@ -323,7 +323,6 @@ class CeleryPool(Pool):
             log.warning("job %s: task %s not answered (%s); sending it again%s", job, flight.task_id, step.why, where)
             await asyncio.get_running_loop().run_in_executor(self._io, AsyncResult(flight.task_id, app=self._app).forget)
             if await self._send(flight):
-                flight.held = None
                 flight.sent_at = flight.seen_at = time.monotonic()
                 flight.claimed, flight.drawn_by = False, None
                 flight.sends += 1
