@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bot.words.catalogue import known, t
 from inference.engine import face_style_for
 from inference.pipeline import ConvertSettings
 from weights.registry import ModelEntry
@@ -57,8 +58,15 @@ class Styles:
         return [e.name for e in sorted(self.entries, key=lambda e: rank.get(e.look, len(rank)))]
 
     def display(self, name: str, lang: str) -> str:
-        """The style's short name for users, in ``lang``."""
-        return next((e.display(lang) for e in self.entries if e.name == name), name)
+        """A model's short name for users, in ``lang``: the catalogue's ``style_name_<name>``, else (a model
+        of the operator's own manifest, which no catalogue names) the manifest's label."""
+        if known(f"style_name_{name}"):
+            return t(lang, f"style_name_{name}")
+        return next((e.label for e in (*self.entries, *self.others) if e.name == name), name)
+
+    def describe(self, name: str, lang: str) -> str:
+        """A model's one line for users, in ``lang`` (``style_about_<name>``), else its label."""
+        return t(lang, f"style_about_{name}") if known(f"style_about_{name}") else self.display(name, lang)
 
     def resolve(self, name: str | None) -> str | None:
         """The installed style called ``name`` (any case), the default for None, else None."""

@@ -6,7 +6,7 @@ trained "lite" model, needs no code change.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,8 @@ class ModelEntry:
     widths: dict[str, Any] | None = None  # only for pruned generators
     upsample: str = "half_pixel"  # the bilinear grid a pytorch-format generator was trained with
     eps: float = 1e-5  # its normalisation epsilon
-    # What users see: a short display name and a one-line description per
-    # language ("en", "zh"), and whom to thank (/about).
-    names: dict[str, str] = field(default_factory=dict)
-    about: dict[str, str] = field(default_factory=dict)
+    # Whom /about thanks. What users call the model, in their language, is the bot's catalogue's
+    # (bot/words/locales: style_name_<name>, style_about_<name>), the label where it has none.
     credits: str = ""
     look: str = "scene"  # "scene", "face" (made for aligned face crops), "line_art" or "detector"
     # The styles that draw this style's faces, first installed wins; none
@@ -51,13 +49,6 @@ class ModelEntry:
     # The entries whose files this model needs beside its own (an ncnn net is a .param and a .bin):
     # downloading or provisioning it installs them too, and it is installed only with them.
     parts: tuple[str, ...] = ()
-
-    def display(self, lang: str) -> str:
-        """The style's short name in ``lang``, else English, else the label."""
-        return self.names.get(lang) or self.names.get("en") or self.label
-
-    def describe(self, lang: str) -> str:
-        return self.about.get(lang) or self.about.get("en") or self.label
 
     def matches(self, sha256: str, git_sha1: str) -> bool:
         """True when the hashes of some bytes are this entry's published ones."""

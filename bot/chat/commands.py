@@ -95,7 +95,7 @@ async def about(incoming: Incoming) -> None:
     models = "\n".join(t(lang, "about_style", name=st.styles.display(n, lang), command=n,
                          credits=e.credits or e.label, license=e.license)
                        for n in st.styles.ordered for e in [st.styles.entry(n)])
-    others = "\n".join(f"• {e.display(lang)}: {e.credits or e.label}; {e.license}" for e in st.styles.others)
+    others = "\n".join(f"• {st.styles.display(e.name, lang)}: {e.credits or e.label}; {e.license}" for e in st.styles.others)
     await incoming.message.reply_text(t(lang, "about", models=models, others=others or "-"))
 
 

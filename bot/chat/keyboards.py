@@ -43,7 +43,7 @@ CUTOUT = re.compile(rf"^n:({_ID})\Z")
 HD = re.compile(rf"^h:({_ID})\Z")
 PREVIEW_MINE = re.compile(r"^p:(\d+)\Z")
 SET_STYLE = re.compile(rf"^s:({_STYLE}):(\d+)\Z")
-SET_LANG = re.compile(r"^l:(\w{2,8}):(\d+)\Z")
+SET_LANG = re.compile(r"^l:([a-z]{2,3}(?:-[a-z]{2,4})?):(\d+)\Z")  # a code of the catalogue: "ru", "pt-br"
 SET_OPTION = re.compile(r"^o:(faces|keep_colours|strength):(\d{1,3})\Z")
 CANCEL = re.compile(r"^x:(\d{1,20})\Z")  # a clip's job, by its update id
 FORGET_ASK = re.compile(r"^e:(\d{1,20})\Z")
@@ -161,7 +161,7 @@ def style_keyboard(styles: Styles, current: str, user_id: int, lang: str, own_ph
 
 def style_menu_text(styles: Styles, current: str, lang: str, own_photo: bool) -> str:
     """The /style menu as text, for when there is no preview picture: each style and what it looks like."""
-    lines = [t(lang, "style_line", number=i, name=styles.display(n, lang), about=styles.entry(n).describe(lang))
+    lines = [t(lang, "style_line", number=i, name=styles.display(n, lang), about=styles.describe(n, lang))
              for i, n in enumerate(styles.ordered, 1)]
     hint = t(lang, "style_own_hint" if own_photo else "style_invite")
     return f"{t(lang, 'style_prompt', style=styles.display(current, lang))}\n\n" + "\n".join(lines) + f"\n\n{hint}"
@@ -173,5 +173,6 @@ def cancel_keyboard(job_id: str, lang: str) -> InlineKeyboardMarkup:
 
 
 def lang_keyboard(user_id: int) -> InlineKeyboardMarkup:
-    return InlineKeyboardMarkup([[InlineKeyboardButton(name, callback_data=f"l:{code}:{user_id}")
-                                  for code, name in LANG_NAMES.items()]])
+    """Every language, each in its own name, three to a row: a phone shows them all without scrolling."""
+    return InlineKeyboardMarkup(rows_of([InlineKeyboardButton(name, callback_data=f"l:{code}:{user_id}")
+                                         for code, name in LANG_NAMES.items()], 3))

@@ -7,9 +7,14 @@ translator works in a format and with tools they know. An entry's msgctxt is the
 for, and its msgid the English. The files are read as they are, once, at import: there is no
 compile step and no ``.mo`` file.
 
-A user's language is what they chose with /lang, else what their Telegram client reports
-(``language_code``), else English. A sentence a language lacks, or has marked fuzzy, is said in
-English. Image errors are looked up by their stable code, so the engine's English text is only a
+A language's code is its folder's name as Telegram writes tags (``pt_BR`` is ``pt-br``). A user's
+language is what they chose with /lang, else what their Telegram client reports (``language_code``),
+else English. A sentence a language lacks, or has marked fuzzy, is said in English.
+
+In a language written right to left, each value put into a sentence (a style's name, a number, a file's
+name) is wrapped in Unicode's first-strong isolate (FSI ... PDI): Telegram lays a message out by its
+first strong letter, and an isolated Latin name neither sets that direction nor reorders the words
+around it. Image errors are looked up by their stable code, so the engine's English text is only a
 fallback.
 """
 from __future__ import annotations
@@ -18,6 +23,8 @@ import gettext
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from string import Formatter
+from typing import Any
 
 from babel.messages.pofile import read_po
 
@@ -28,12 +35,29 @@ PAGE = "page_"  # the start of the keys of what the Mini App's page says
 IMAGE_ERROR_CODES = ("empty", "not_image", "corrupt", "format", "too_large", "too_small", "aspect", "bad_clip")
 
 
+FSI, PDI = "\u2068", "\u2069"  # first-strong isolate, and its end
+
+
 @dataclass(frozen=True)
 class Language:
-    """One language's sentences, by key: each one form, or one per plural form; and which form a count takes."""
+    """One language's sentences, by key: each one form, or one per plural form; which form a count takes;
+    and whether it is written right to left."""
 
     sentences: dict[str, tuple[str, ...]]
     plural: Callable[[int], int]
+    rtl: bool = False
+
+
+class _Isolating(Formatter):
+    """Fills a right-to-left sentence in, each one-line value isolated once formatted (so ``{size:.1f}``
+    still works); a block of lines is left as it is, since an isolate ends at a line's end anyway."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        text = super().format_field(value, format_spec)
+        return text if "\n" in text else f"{FSI}{text}{PDI}"
+
+
+_ISOLATING = _Isolating()
 
 
 def _read(path: Path, source: bool) -> Language:
@@ -48,14 +72,20 @@ def _read(path: Path, source: bool) -> Language:
         forms = (text,) if isinstance(text, str) else tuple(text or ())
         if forms and all(forms) and (source or not message.fuzzy):
             sentences[message.context] = forms
-    return Language(sentences, gettext.c2py(catalog.plural_expr))
+    rtl = catalog.locale is not None and catalog.locale.text_direction == "rtl"
+    return Language(sentences, gettext.c2py(catalog.plural_expr), rtl)
+
+
+def code_of(folder: str) -> str:
+    """A catalogue folder's name (``pt_BR``, gettext's way) as Telegram writes the tag (``pt-br``)."""
+    return folder.lower().replace("_", "-")
 
 
 def _load() -> dict[str, Language]:
     """English first (the /lang keyboard's order), then every language with a catalogue, by code."""
     languages = {SOURCE: _read(LOCALES / f"{DOMAIN}.pot", source=True)}
     for path in sorted(LOCALES.glob(f"*/LC_MESSAGES/{DOMAIN}.po")):
-        languages[path.parents[1].name] = _read(path, source=False)
+        languages[code_of(path.parents[1].name)] = _read(path, source=False)
     return languages
 
 
@@ -81,11 +111,24 @@ def t(lang: str, key: str, **values: object) -> str:
     forms takes the one its ``count`` calls for in that language."""
     language, forms = _forms(lang, key)
     if len(forms) == 1:
-        return forms[0].format(**values)
-    count = values.get("count")
-    if not isinstance(count, int):
-        raise TypeError(f"{key!r} has plural forms: its count is needed to pick one")
-    return forms[language.plural(count)].format(**values)
+        form = forms[0]
+    else:
+        count = values.get("count")
+        if not isinstance(count, int):
+            raise TypeError(f"{key!r} has plural forms: its count is needed to pick one")
+        form = forms[language.plural(count)]
+    return _ISOLATING.vformat(form, (), values) if language.rtl else form.format(**values)
+
+
+def rtl(lang: str) -> bool:
+    """True for a language written right to left (Arabic, Persian): the page turns its layout round."""
+    return LANGUAGES.get(lang, ENGLISH).rtl
+
+
+def profile_code(lang: str) -> str | None:
+    """The code Telegram's profile calls take for ``lang``: two letters (``pt`` for ``pt-br``); None for
+    English, the default every other client sees."""
+    return None if lang == SOURCE else lang.split("-")[0]
 
 
 LANG_NAMES = {lang: t(lang, "lang_name") for lang in LANGS}  # each in its own words, for /lang
@@ -93,20 +136,27 @@ LANG_NAMES = {lang: t(lang, "lang_name") for lang in LANGS}  # each in its own w
 
 def page_words() -> Mapping[str, Mapping[str, str]]:
     """What the Mini App's page says, in every language, by its own keys (without ``page_``), with the
-    ``{names}`` left for the page to fill in: the bot hands it to the page (bot/webapp/api.py)."""
+    ``{names}`` left for the page to fill in, and ``$dir`` (no key has a ``$``): ``rtl`` or ``ltr``, the
+    way the page lays itself out. The bot hands it to the page (bot/webapp/api.py)."""
     keys = [key for key in ENGLISH.sentences if key.startswith(PAGE)]
-    return {lang: {key[len(PAGE):]: _forms(lang, key)[1][0] for key in keys} for lang in LANGS}
+    return {lang: {"$dir": "rtl" if rtl(lang) else "ltr", **{key[len(PAGE):]: _forms(lang, key)[1][0] for key in keys}}
+            for lang in LANGS}
 
 
 def pick_lang(chosen: str | None, language_code: str | None) -> str:
     """The user's /lang choice, else their client's language if we speak it, else English.
 
-    Telegram reports an IETF tag (``zh-hans``, ``pt-br``); its first part names the language.
+    Telegram reports an IETF tag (``zh-hans``, ``pt-br``, ``fa-ir``, ``uz-latn``): the whole tag when we
+    have it, else its first part, else the one language we have of that first part (``pt`` is served
+    ``pt-br``).
     """
     if chosen in LANGS:
         return chosen
-    spoken = (language_code or "").lower().replace("_", "-").split("-")[0]
-    return spoken if spoken in LANGS else SOURCE
+    tag = (language_code or "").lower().replace("_", "-")
+    first = tag.split("-")[0]
+    if tag in LANGS or first in LANGS:
+        return tag if tag in LANGS else first
+    return next((lang for lang in LANGS if lang.split("-")[0] == first), SOURCE) if first else SOURCE
 
 
 def error_text(lang: str, code: str, engine_message: str) -> str:

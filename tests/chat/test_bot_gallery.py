@@ -111,7 +111,7 @@ def test_without_a_sample_the_menu_is_a_text_list_that_invites_a_photo() -> None
         text = style_menu_text(styles, "cute", lang, own_photo=False)
         assert text.startswith(t(lang, "style_prompt", style=styles.display("cute", lang)))
         for i, name in enumerate(styles.ordered, 1):
-            assert f"{i}. {styles.display(name, lang)}" in text and styles.entry(name).describe(lang) in text
+            assert f"{i}. {styles.display(name, lang)}" in text and styles.describe(name, lang) in text
         assert text.endswith(t(lang, "style_invite"))
         assert style_menu_text(styles, "cute", lang, own_photo=True).endswith(t(lang, "style_own_hint"))
 
