@@ -102,6 +102,9 @@ class FakeTelegram:
         self.chat_admins: dict[int, set[int]] = {}  # group chat id -> its admins' user ids (getChatMember)
         self.webhook: dict[str, Any] = {}
         self.menu_button: dict[str, Any] | None = None  # what setChatMenuButton last set (None: never called)
+        # The bot's profile as Telegram keeps it: ("commands", scope type, language code) -> the commands,
+        # ("description" or "short_description", "", language code) -> the text; "" is the default's code.
+        self.profile: dict[tuple[str, str, str], Any] = {}
         # Called with (method, params) as each request arrives; True drops it unanswered and
         # unrecorded, as if the connection died before Telegram took it (a test's crash point).
         self.intercept: Callable[[str, dict[str, Any]], bool] | None = None
@@ -366,7 +369,45 @@ class FakeTelegram:
         self.menu_button = button
         return True
 
-    _m_setMyCommands = _m_deleteWebhook
+    # --- the bot's profile, per language: Telegram's limits, and what was set is what a get returns --------
+
+    @staticmethod
+    def _profile_key(what: str, params: dict[str, Any]) -> tuple[str, str, str]:
+        code = params.get("language_code") or ""
+        if code and not re.fullmatch(r"[a-z]{2}", code):
+            raise ApiError(400, "Bad Request: invalid language code specified")
+        scope = (params.get("scope") or {"type": "default"})["type"] if what == "commands" else ""
+        return what, scope, code
+
+    def _m_setMyCommands(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        commands = params.get("commands") or []
+        for c in commands:
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", c.get("command", "")) or not 1 <= len(c.get("description", "")) <= 256:
+                raise ApiError(400, "Bad Request: BOT_COMMAND_INVALID")
+        self.profile[self._profile_key("commands", params)] = [dict(c) for c in commands]
+        return True
+
+    def _m_getMyCommands(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return self.profile.get(self._profile_key("commands", params), [])
+
+    def _m_setMyDescription(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        if len(params.get("description") or "") > 512:
+            raise ApiError(400, "Bad Request: description is too long")
+        self.profile[self._profile_key("description", params)] = params.get("description") or ""
+        return True
+
+    def _m_getMyDescription(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return {"description": self.profile.get(self._profile_key("description", params), "")}
+
+    def _m_setMyShortDescription(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        if len(params.get("short_description") or "") > 120:
+            raise ApiError(400, "Bad Request: short description is too long")
+        self.profile[self._profile_key("short_description", params)] = params.get("short_description") or ""
+        return True
+
+    def _m_getMyShortDescription(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
+        return {"short_description": self.profile.get(self._profile_key("short_description", params), "")}
+
     _m_sendChatAction = _m_deleteWebhook
     _m_answerCallbackQuery = _m_deleteWebhook
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from telegram import (BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats, MenuButtonDefault,
-                      MenuButtonWebApp, WebAppInfo)
+from telegram import MenuButtonDefault, MenuButtonWebApp, WebAppInfo
 from telegram.error import TelegramError
 from telegram.ext import Application
 
 from bot.flow.access import Access, Limits
 from bot.updates.albums import AlbumCollector
 from bot.chat.context import BotState
-from bot.words.catalogue import LANGS, SOURCE, t
+from bot.words.catalogue import t
+from bot.service.profile import publish_profile
 from bot.service.config import Config
 from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
@@ -44,11 +44,6 @@ from storage.stickers import StickerBook
 from storage.stores import Stores
 
 log = logging.getLogger("animebot")
-
-# The commands in Telegram's menus; each is described by the sentence command_<name> (group_command_<name>).
-PRIVATE_COMMANDS = ("start", "style", "settings", "lang", "help", "about", "privacy", "forget")
-GROUP_COMMANDS = ("anime", "sticker", "settings", "help")
-
 
 
 async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
@@ -78,7 +73,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     st = BotState(runner, journal, pool, db, stores, buttons, styles, albums, access, forgetting=forgetting,
                   keep_days=cfg.keep_days, scaled_out=bool(cfg.broker_url), hd=hd)
     app.bot_data.state = st
-    await _register_commands(app)
+    await publish_profile(app.bot)
     await _menu_button(app, cfg.webapp_url)
     log.info("bot @%s ready: styles %s (default %s), %s, queue %d (%d a person), max side %d",
              app.bot.username, ",".join(styles.names), styles.default, pool.healthy()[1], cfg.queue_size,
@@ -102,22 +97,6 @@ async def close_state(st: BotState) -> None:
     await st.db.close()
 
 
-
-
-async def _register_commands(app: Application) -> None:
-    """Menus for private chats and groups; English is the default, each other language for its clients.
-
-    A menu is a convenience: if Telegram refuses it, the bot still serves.
-    """
-    try:
-        for lang in LANGS:
-            code = None if lang == SOURCE else lang
-            await app.bot.set_my_commands([BotCommand(c, t(lang, f"command_{c}")) for c in PRIVATE_COMMANDS],
-                                          scope=BotCommandScopeAllPrivateChats(), language_code=code)
-            await app.bot.set_my_commands([BotCommand(c, t(lang, f"group_command_{c}")) for c in GROUP_COMMANDS],
-                                          scope=BotCommandScopeAllGroupChats(), language_code=code)
-    except TelegramError as exc:
-        log.warning("could not register the command menus: %s: %s", exc.__class__.__name__, exc.message)
 
 
 async def _menu_button(app: Application, webapp_url: str | None) -> None:
