@@ -26,6 +26,7 @@ from bot.chat.stickers import Stickers
 from bot.flow.access import Refusal
 from bot.flow.answering import FILES, LARGE, MENU, PICTURE_AND_FILE, SHEET, STICKER, STYLES, Answer
 from bot.flow.drawn import Drawn
+from bot.flow.previews import legend
 from bot.flow.requests import Request
 from bot.flow.retry import retrying
 from bot.styles import Styles
@@ -170,11 +171,13 @@ class Replies:
 
     async def sheet(self, req: Request, sheet: CachedResult, missing: int) -> Message:
         """A preview sheet with the style menu under it (and, under the sample's, the offer to preview
-        the user's own last photo); by its file_id once Telegram has it."""
+        the user's own last photo); by its file_id once Telegram has it. The picture numbers its tiles;
+        the caption names the numbers in the user's language."""
         sample = any(src.sample for src in req.sources)
         markup, _ = await self._style_markup(req, offer_own=sample)
+        tiles = legend(self.styles, [n for n in self.styles.ordered if n in req.drawn_styles], req.lang)
         caption = t(req.lang, "preview_sample" if sample else "preview_own",
-                    style=self.styles.display(req.style, req.lang))
+                    style=self.styles.display(req.style, req.lang)) + "\n" + t(req.lang, "sheet_legend", tiles=tiles)
         if missing:
             caption += "\n" + t(req.lang, "preview_missing", count=missing)
         spoiler = any(src.spoiler for src in req.sources)

@@ -9,9 +9,11 @@ A sheet is cached as a result too, under the photo's hash and
 drawn once per installed set of styles, and after its first upload it is
 sent by the ``file_id`` Telegram gave it.
 
-Pillow's own font draws Latin text only, so tiles are labelled with a
-number and the style's English name; the buttons under the sheet carry the
-same numbers, with the name in the user's language.
+The picture holds no words, only each style's number under its tile: the
+caption and the buttons under the sheet name the numbers in the user's
+language. Words drawn in the picture would need a font for every script
+(Chinese alone is megabytes) and Arabic shaping, and would make a sheet per
+language; numbers make one sheet every user is sent by one ``file_id``.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from storage.cache import result_key
 # Small enough to draw quickly, large enough to judge a style by; the face pass on, as results have it.
 PREVIEW_SETTINGS = ConvertSettings(max_side=384, faces=True)
 SHEET_STYLE = "@sheet"  # the cache's "style" of a sheet: no style's name can hold an "@"
-SHEET_REVISION = 1  # bump when the layout changes, so no older sheet is sent again
+SHEET_REVISION = 2  # bump when the layout changes, so no older sheet is sent again (2: numbers only)
 GAP = 6
 LABEL_H = 34
 FONT_PX = 22
@@ -40,8 +42,13 @@ JPEG_QUALITY = 88
 
 
 def tile_label(styles: Styles, name: str) -> str:
-    """A tile's label: the style's number in the /style menu, and its English name."""
-    return f"{styles.ordered.index(name) + 1} {styles.display(name, 'en')}"
+    """A tile's label: the style's number in the /style menu, as its button carries it."""
+    return str(styles.ordered.index(name) + 1)
+
+
+def legend(styles: Styles, names: Sequence[str], lang: str) -> str:
+    """The tiles' numbers named in ``lang``, for the sheet's caption: "1 Hayao · 2 Shinkai"."""
+    return " · ".join(f"{tile_label(styles, name)} {styles.display(name, lang)}" for name in names)
 
 
 def sheet_key(styles: Styles, content_sha256: str, names: Sequence[str]) -> str:
@@ -78,7 +85,8 @@ def layout(count: int, tile: tuple[int, int]) -> tuple[tuple[int, int], list[tup
 
 
 def compose(cells: Sequence[tuple[str, bytes]]) -> tuple[bytes, int, int]:
-    """The sheet (JPEG bytes, width, height) of ``cells``: (label, encoded picture) in order.
+    """The sheet (JPEG bytes, width, height) of ``cells``: (label, encoded picture) in order; an empty
+    label (the photo itself) leaves its strip blank.
 
     Every tile has the size of the smallest picture (the style tiles all have one size; the
     original photo, when given, is shrunk to it). Runs in a thread: it decodes and encodes.
@@ -95,11 +103,8 @@ def compose(cells: Sequence[tuple[str, bytes]]) -> tuple[bytes, int, int]:
         if picture.size != tile:
             picture = ImageOps.contain(picture, tile, Image.Resampling.LANCZOS)
         sheet.paste(picture, (left + (tile[0] - picture.width) // 2, top + (tile[1] - picture.height) // 2))
-        text = label
-        while len(text) > 1 and draw.textlength(text, font=font) > tile[0]:
-            text = text[:-1]
-        width = draw.textlength(text, font=font)
-        draw.text((left + (tile[0] - width) / 2, bottom + (LABEL_H - FONT_PX) / 2 - 2), text, font=font,
+        width = draw.textlength(label, font=font)
+        draw.text((left + (tile[0] - width) / 2, bottom + (LABEL_H - FONT_PX) / 2 - 2), label, font=font,
                   fill=LABEL_COLOUR)
     out = io.BytesIO()
     sheet.save(out, "JPEG", quality=JPEG_QUALITY, optimize=True)
