@@ -41,18 +41,31 @@ const state = { lang: "en", results: [], more: false, current: null, view: "list
 function userLanguage() {
   try {
     const user = tg ? tg.initDataUnsafe.user : JSON.parse(new URLSearchParams(initData).get("user") || "{}");
-    // As the bot picks it (bot/words/catalogue.py, pick_lang): the tag's first part, if the page speaks it.
-    const spoken = ((user && user.language_code) || "").toLowerCase().replace("_", "-").split("-")[0];
-    return Object.prototype.hasOwnProperty.call(WORDS, spoken) ? spoken : "en";
+    return pickLanguage(((user && user.language_code) || "").toLowerCase().replace("_", "-"));
   } catch (e) {
     return "en";
   }
 }
 
+// As the bot picks it (bot/words/catalogue.py, pick_lang): the whole tag ("pt-br"), else its first part
+// ("fa" of "fa-ir"), else the one language of that first part ("pt-br" for "pt"), else English.
+function pickLanguage(tag) {
+  const speaks = (lang) => Object.prototype.hasOwnProperty.call(WORDS, lang);
+  const first = tag.split("-")[0];
+  if (speaks(tag)) return tag;
+  if (speaks(first)) return first;
+  return Object.keys(WORDS).find((lang) => first && lang.split("-")[0] === first) || "en";
+}
+
+// A sentence with its {names} filled in, each value isolated (FSI ... PDI) as the chat's are: a Latin name
+// or a number in an Arabic sentence keeps its place and does not turn the words around it.
 function T(key, values) {
   const text = (WORDS[state.lang] || WORDS.en || {})[key] || key;
-  return text.replace(/\{(\w+)\}/g, (_, name) => String(values && values[name]));
+  return text.replace(/\{(\w+)\}/g, (_, name) => "\u2068" + String(values && values[name]) + "\u2069");
 }
+
+// True when the page is laid out right to left (Arabic, Persian): the divider and its keys turn round too.
+const rtl = () => document.documentElement.dir === "rtl";
 
 /* --- Telegram's theme ------------------------------------------------------------------------ */
 
@@ -189,7 +202,8 @@ function drawList() {
     img.alt = "";
     img.loading = "lazy";
     const label = document.createElement("span");
-    label.textContent = r.strength === 100 ? r.style_name : `${r.style_name} · ${r.strength}%`;
+    label.append(isolated(r.style_name));
+    if (r.strength !== 100) label.append(" · ", isolated(`${r.strength}%`));
     tile.append(img, label);
     tile.addEventListener("click", () => openResult(r));
     return tile;
@@ -198,8 +212,17 @@ function drawList() {
   $("more").hidden = !state.more;
 }
 
+// A name or a number inside a line of the page's own direction.
+function isolated(text) {
+  const bdi = document.createElement("bdi");
+  bdi.textContent = text;
+  return bdi;
+}
+
 function translate() {
-  document.documentElement.lang = state.lang === "zh" ? "zh-CN" : state.lang;
+  const [language, region] = state.lang.split("-");
+  document.documentElement.lang = state.lang === "zh" ? "zh-CN" : region ? `${language}-${region.toUpperCase()}` : language;
+  document.documentElement.dir = (WORDS[state.lang] || {})["$dir"] === "rtl" ? "rtl" : "ltr";
   const words = { "tag-photo": "photo", "tag-anime": "anime", "strength-label": "strength",
                   "keep-colours-label": "keep_colours", send: "send", "send-sticker": "sticker",
                   "open-styles": "open_styles", more: "more", empty: "empty", "styles-hint": "styles_hint",
@@ -390,7 +413,8 @@ function followDivider() {
   let dragging = false;
   const moveTo = (event) => {
     const box = area.getBoundingClientRect();
-    setSplit(((event.clientX - box.left) / box.width) * 100);
+    const fromLeft = ((event.clientX - box.left) / box.width) * 100;
+    setSplit(rtl() ? 100 - fromLeft : fromLeft);  // the split is measured from where reading starts
   };
   area.addEventListener("pointerdown", (event) => {
     if ($("divider").hidden) return;
@@ -404,7 +428,8 @@ function followDivider() {
   area.addEventListener("pointercancel", stop);
   $("divider").addEventListener("keydown", (event) => {
     const now = Number($("divider").getAttribute("aria-valuenow") || 50);
-    const step = { ArrowLeft: -5, ArrowRight: 5, Home: -100, End: 100 }[event.key];
+    const forward = rtl() ? -5 : 5;  // right to left, the left arrow moves the divider on
+    const step = { ArrowLeft: -forward, ArrowRight: forward, Home: -100, End: 100 }[event.key];
     if (step !== undefined) { setSplit(now + step); event.preventDefault(); }
   });
 }
