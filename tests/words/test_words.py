@@ -10,7 +10,7 @@ from string import Formatter
 import pytest
 from babel.messages.catalog import Catalog, Message
 
-from bot.words.catalogue import t
+from bot.words.catalogue import FSI, LANG_NAMES, LANGS, PDI, page_words, pick_lang, rtl, t
 from testkit.bot_harness import REPO
 from testkit.words import LOCALES, TEMPLATE, read
 
@@ -66,3 +66,76 @@ def test_every_sentence_the_code_names_is_in_the_catalogue() -> None:
                 named |= {(o.value, source.name) for o in options if isinstance(o, ast.Constant)}
     assert len(named) > 100  # the calls are found
     assert {(key, where) for key, where in named if key not in known} == set()
+
+
+# Sentences a translation may leave as the English, and why: names, and a label that is the same word.
+SAME_AS_ENGLISH = {
+    "caption_style": "only the style's name",
+    "hd_button": "HD is a name",
+    "style_name_realcugan_up2x": "HD is a name",
+    "page_anime": "the word anime, the same in many languages",
+    "webapp_menu": "Studio, the same word in some languages",
+    **{f"style_name_{name}": "a proper name" for name in ("hayao", "paprika", "hayao_v3", "shinkai", "celeba_distill")},
+}
+# Telegram's limits on the bot's profile (setMyDescription, setMyShortDescription) and command menus.
+LIMITS = {"profile_description": (1, 512), "profile_short_description": (1, 120)}
+COMMAND_LIMITS = (3, 256)
+
+
+def test_eleven_languages_each_offered_in_its_own_name() -> None:
+    assert set(LANGS) == {"en", "zh", "ru", "es", "pt-br", "id", "fa", "ar", "uk", "uz", "tr"}
+    names = [LANG_NAMES[lang] for lang in LANGS]
+    assert len(set(names)) == len(names) and LANG_NAMES["ru"] == "Русский" and LANG_NAMES["fa"] == "فارسی"
+
+
+@pytest.mark.parametrize("path", TRANSLATIONS, ids=lambda path: path.parents[1].name)
+def test_each_language_has_the_plural_forms_cldr_gives_it_and_translates_all_but_names(path: Path) -> None:
+    translation, folder = read(path), path.parents[1].name
+    cldr = Catalog(locale=folder)
+    assert (translation.num_plurals, translation.plural_expr) == (cldr.num_plurals, cldr.plural_expr)
+    english = by_key(read(TEMPLATE))
+    same = {key for key, message in by_key(translation).items()
+            if set(forms(message.string)) & set(forms(english[key].id))}
+    assert same <= SAME_AS_ENGLISH.keys(), f"left in English: {sorted(same - SAME_AS_ENGLISH.keys())}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_profile_and_menus_fit_telegram_s_limits(lang: str) -> None:
+    for key, (low, high) in LIMITS.items():
+        assert low <= len(t(lang, key)) <= high, (lang, key, len(t(lang, key)))
+    menus = [key for key in by_key(read(TEMPLATE)) if key.startswith(("command_", "group_command_"))]
+    assert len(menus) == 12
+    for key in menus:
+        assert COMMAND_LIMITS[0] <= len(t(lang, key)) <= COMMAND_LIMITS[1], (lang, key, t(lang, key))
+
+
+def test_a_right_to_left_sentence_isolates_each_value_and_a_left_to_right_one_is_left_as_it_is() -> None:
+    said = t("fa", "style_set", style="Hayao")
+    assert f"{FSI}Hayao{PDI}" in said and said.count(FSI) == said.count(PDI) == 1
+    assert not said.startswith(FSI)  # the sentence's own (Persian) letters come first: Telegram lays it out RTL
+    arabic = t("ar", "queued", count=12)
+    assert f"{FSI}12{PDI}" in arabic
+    assert t("ar", "queued", count=2) != t("ar", "queued", count=3) != arabic  # two, few and many differ
+    english = t("en", "style_set", style="Hayao")
+    assert FSI not in english and PDI not in english and "Hayao" in english
+    assert t("ar", "days", count=30).count(FSI) == 1
+    assert rtl("ar") and rtl("fa") and not rtl("ru") and not rtl("en")
+
+
+@pytest.mark.parametrize(("chosen", "reported", "picked"), [
+    (None, "ru", "ru"), (None, "pt-br", "pt-br"), (None, "pt", "pt-br"), (None, "pt-PT", "pt-br"),
+    (None, "fa-IR", "fa"), (None, "uz-latn", "uz"), (None, "zh-hans", "zh"), (None, "ar", "ar"),
+    (None, "de", "en"), (None, "", "en"), (None, None, "en"), ("uk", "ru", "uk"), ("xx", "tr", "tr"),
+])
+def test_a_language_is_the_users_choice_else_their_clients_else_english(chosen: str | None, reported: str | None,
+                                                                        picked: str) -> None:
+    assert pick_lang(chosen, reported) == picked
+
+
+def test_the_page_gets_every_language_its_words_and_its_direction() -> None:
+    words = page_words()
+    assert set(words) == set(LANGS)
+    keys = {key for key in words["en"]}
+    assert all(set(words[lang]) == keys for lang in LANGS)
+    assert {lang for lang in LANGS if words[lang]["$dir"] == "rtl"} == {"ar", "fa"}
+    assert all(words[lang]["title"] != words["en"]["title"] for lang in LANGS if lang != "en")
