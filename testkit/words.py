@@ -19,5 +19,6 @@ def read(path: Path) -> Catalog:
 def sentences(lang: str) -> dict[str, object]:
     """Each key's sentence in ``lang`` ("en": the template's English), a tuple where it has plural forms."""
     english = lang == "en"
-    catalog = read(TEMPLATE if english else LOCALES / lang / "LC_MESSAGES" / "animebot.po")
+    folder = next((p.name for p in LOCALES.iterdir() if p.name.lower().replace("_", "-") == lang), lang)  # pt-br: pt_BR
+    catalog = read(TEMPLATE if english else LOCALES / folder / "LC_MESSAGES" / "animebot.po")
     return {m.context: m.id if english else m.string for m in catalog if m.context}

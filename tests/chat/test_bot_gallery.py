@@ -405,7 +405,7 @@ def test_about_lists_each_style_with_its_credits_and_licence(served: tuple[InPro
     text = fake.wait_for(lambda: fake.messages_to(chat["id"]), 60)[0].params["text"]
     for name in GALLERY:
         entry = gallery.entry(name)
-        assert entry.display("en") in text and entry.credits in text and entry.license in text, name
+        assert gallery.display(entry.name, "en") in text and entry.credits in text and entry.license in text, name
     assert "Cartoon" not in text, "only the installed styles"
 
 

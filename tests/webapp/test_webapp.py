@@ -123,9 +123,10 @@ def test_the_page_says_what_the_catalogue_says_in_every_language(app: App) -> No
     html = app.get("/app").body.decode()
     found = re.search(r'<script id="words" type="application/json">(.*?)</script>', html, re.S)
     assert found, "the page has its sentences"
-    wanted = {lang: {key.removeprefix("page_"): text for key, text in sentences(lang).items() if key.startswith("page_")}
-              for lang in ("en", "zh")}
-    assert json.loads(found.group(1)) == wanted
+    wanted = {lang: {"$dir": "rtl" if lang in ("ar", "fa") else "ltr",
+                     **{key.removeprefix("page_"): text for key, text in sentences(lang).items() if key.startswith("page_")}}
+              for lang in ("en", "zh", "ru", "es", "pt-br", "id", "fa", "ar", "uk", "uz", "tr")}
+    assert json.loads(found.group(1)) == wanted  # every language, and which way each reads
     named = set(re.findall(r'\bT\("(\w+)"', (REPO / "bot/webapp/page/app.js").read_text()))
     assert len(named) > 20 and named <= wanted["en"].keys()
 

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
+from bot.words.catalogue import LANGS, page_words
 from inference.colour import blend
 from testkit.bot_harness import REPO
 from testkit.browser import chromium
@@ -284,5 +285,70 @@ def test_without_hd_only_the_drawing_is_shared(app: App, browser: Any) -> None:
         expect(page.locator("#hd-link")).to_be_hidden()
         page.locator("#share-story").click()
         assert called(page, "shareToStory") == [[app.base + result["image"], {}]]
+    finally:
+        page.close()
+
+
+# Every element the page shows lies within a phone's width, and no button or label cuts its words off.
+OVERFLOWING = """() => {
+  const bad = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || getComputedStyle(el).visibility === "hidden") continue;
+    let [left, right] = [r.left, r.right];  // what shows of it: a box that clips (a title's ellipsis) cuts it
+    for (let box = el.parentElement; box && box !== document.body; box = box.parentElement) {
+      if (getComputedStyle(box).overflowX === "visible") continue;
+      const b = box.getBoundingClientRect();
+      [left, right] = [Math.max(left, b.left), Math.min(right, b.right)];
+    }
+    const name = el.id || el.className || el.tagName;
+    if (left < -1 || right > innerWidth + 1) bad.push(`${name} spans ${Math.round(left)}..${Math.round(right)}`);
+    if (["BUTTON", "A", "LABEL", "P"].includes(el.tagName) && el.scrollWidth > el.clientWidth + 1)
+      bad.push(`${name} cuts its text: ${el.scrollWidth} > ${el.clientWidth}`);
+  }
+  return bad;
+}"""
+LANG_ATTRIBUTE = {"zh": "zh-CN", "pt-br": "pt-BR"}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_language_fits_a_phone_and_arabic_and_persian_read_right_to_left(app: App, browser: Any, lang: str,
+                                                                                tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    uid = 6950 + LANGS.index(lang)
+    drawn_photo(app, uid, seed=uid)
+    (result,) = app.results(uid)
+    words, rtl = page_words()[lang], lang in ("ar", "fa")
+    page = phone(browser, app, uid, DARK, lang={"pt-br": "pt", "fa": "fa-IR"}.get(lang, lang))
+    try:
+        expect(page.locator(".result")).to_have_count(1, timeout=30_000)
+        expect(page.locator("#title")).to_have_text(words["title"])
+        assert page.evaluate("() => [document.documentElement.lang, document.documentElement.dir]") == \
+            [LANG_ATTRIBUTE.get(lang, lang), "rtl" if rtl else "ltr"]
+        assert page.evaluate(OVERFLOWING) == []
+        if lang in ("ar", "fa", "ru"):
+            page.screenshot(path=str(tmp_path / f"{lang}-list.png"))
+
+        page.locator(".result").click()
+        expect(page.locator("#send")).to_have_text(words["send"])
+        page.wait_for_function("() => document.getElementById('before').naturalWidth > 0")
+        assert page.evaluate(OVERFLOWING) == []
+        photo_tag, anime_tag = (page.locator(f"#tag-{tag}").bounding_box() for tag in ("photo", "anime"))
+        assert (photo_tag["x"] > anime_tag["x"]) == rtl  # the photo is where reading starts
+        assert page.evaluate("() => getComputedStyle(document.getElementById('strength')).direction") == \
+            ("rtl" if rtl else "ltr")  # the slider grows the way the page reads
+
+        box = page.locator("#compare").bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.8, box["y"] + box["height"] / 2, steps=4)
+        page.mouse.up()
+        shown = float(page.locator("#divider").get_attribute("aria-valuenow") or 0)
+        assert abs(shown - (20 if rtl else 80)) <= 2  # the photo's share, counted from where reading starts
+        divider = page.locator("#divider").bounding_box()
+        assert abs(divider["x"] + divider["width"] / 2 - (box["x"] + box["width"] * 0.8)) <= 3  # under the finger
+        if lang in ("ar", "fa", "ru"):
+            page.screenshot(path=str(tmp_path / f"{lang}-viewer.png"))
     finally:
         page.close()

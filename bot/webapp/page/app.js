@@ -57,11 +57,12 @@ function pickLanguage(tag) {
   return Object.keys(WORDS).find((lang) => first && lang.split("-")[0] === first) || "en";
 }
 
-// A sentence with its {names} filled in, each value isolated (FSI ... PDI) as the chat's are: a Latin name
-// or a number in an Arabic sentence keeps its place and does not turn the words around it.
+// A sentence with its {names} filled in; right to left, each value isolated (FSI ... PDI) as the chat's are:
+// a Latin name or a number in an Arabic sentence keeps its place and does not turn the words around it.
 function T(key, values) {
   const text = (WORDS[state.lang] || WORDS.en || {})[key] || key;
-  return text.replace(/\{(\w+)\}/g, (_, name) => "\u2068" + String(values && values[name]) + "\u2069");
+  const [open, close] = (WORDS[state.lang] || {})["$dir"] === "rtl" ? ["\u2068", "\u2069"] : ["", ""];
+  return text.replace(/\{(\w+)\}/g, (_, name) => open + String(values && values[name]) + close);
 }
 
 // True when the page is laid out right to left (Arabic, Persian): the divider and its keys turn round too.
@@ -162,8 +163,8 @@ function clearError() { $("error").hidden = true; }
 function show(view) {
   state.view = view;
   for (const name of ["list", "viewer", "styles"]) $(name).hidden = name !== view;
-  $("title").textContent = view === "styles" ? T("styles") : view === "viewer" && state.current
-    ? state.current.style_name : T("title");
+  if (view === "viewer" && state.current) $("title").replaceChildren(isolated(state.current.style_name));
+  else $("title").textContent = view === "styles" ? T("styles") : T("title");
   const back = view !== "list";
   if (tg && tg.BackButton) back ? tg.BackButton.show() : tg.BackButton.hide();
   $("back").hidden = !back || Boolean(tg && tg.BackButton);
