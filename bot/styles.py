@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bot.words.catalogue import known, t
+from bot.words.catalogue import LANGS, known, listing, t
 from inference.engine import face_style_for
 from inference.pipeline import ConvertSettings
 from weights.registry import ModelEntry
@@ -69,11 +69,18 @@ class Styles:
         return t(lang, f"style_about_{name}") if known(f"style_about_{name}") else self.display(name, lang)
 
     def resolve(self, name: str | None) -> str | None:
-        """The installed style called ``name`` (any case), the default for None, else None."""
+        """The installed style called ``name``, the default for None, else None. A style is called by its id
+        (``hayao``) or by its name in any language the bot speaks (``Хаяо``, ``هایائو``, ``Anime face``): the
+        buttons show the name, so a user types the name. Case and runs of spaces do not matter."""
         if name is None:
             return self.default
-        wanted = name.strip().lower()
-        return next((n for n in self.names if n.lower() == wanted), None)
+        wanted = " ".join(name.split()).casefold()
+        return next((n for n in self.names if wanted == n.casefold()), None) or next(
+            (n for n in self.names for lang in LANGS if wanted == " ".join(self.display(n, lang).split()).casefold()), None)
+
+    def listed(self, lang: str) -> str:
+        """Every style, in menu order, as ``name (id)`` in ``lang``, listed the way that language lists."""
+        return listing(lang, [f"{self.display(n, lang)} ({n})" for n in self.ordered])
 
     def settings_for(self, prefs: dict[str, int]) -> ConvertSettings:
         """The bot's settings with a user's or group's /settings choices applied."""

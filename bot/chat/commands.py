@@ -85,7 +85,7 @@ async def start(incoming: Incoming) -> None:
 
 async def help_command(incoming: Incoming) -> None:
     st, lang = incoming.st, incoming.lang
-    styles = ", ".join(f"{st.styles.display(n, lang)} ({n})" for n in st.styles.ordered)
+    styles = st.styles.listed(lang)
     await incoming.message.reply_text(t(lang, "help", styles=styles))
 
 

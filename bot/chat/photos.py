@@ -22,8 +22,9 @@ log = logging.getLogger("animebot.handlers")
 CLIP_SUFFIXES = (".mp4", ".mov", ".webm", ".mkv", ".m4v")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".heif", ".hif", ".avif",
                   ".jfif")
-ANIME_COMMAND = re.compile(r"^/anime(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
-STICKER_COMMAND = re.compile(r"^/sticker(?:@(\w+))?(?=\s|$)(?:\s+(\S+))?", re.IGNORECASE)
+# The command, whom it is addressed to, and the rest of its line: a style's id or its name ("Anime face").
+ANIME_COMMAND = re.compile(r"^/anime(?:@(\w+))?(?=\s|$)(?:[ \t]+([^\n]*\S))?", re.IGNORECASE)
+STICKER_COMMAND = re.compile(r"^/sticker(?:@(\w+))?(?=\s|$)(?:[ \t]+([^\n]*\S))?", re.IGNORECASE)
 
 
 def source_of(message: Message) -> Source | None:
@@ -176,13 +177,14 @@ async def request(st: BotState, job_id: str, message: Message, user: User | None
     """Hand ``sources`` to the runner as a ``kind`` of job (bot/flow/kinds/), in the asked (or the user's)
     style, at the chat's settings; the results go under ``reply_to``, and every word to the user is in ``lang``.
 
-    ``/anime WORD`` with an unknown WORD is answered (under ``message``) with
-    the styles there are. A longer text after ``/anime`` is a caption's
-    prose, not a style ("/anime my cat"), and gets the user's style.
+    What follows ``/anime`` names a style when the whole of it, or its first word, is a style's id or
+    name in any language ("/anime Anime face", "/anime hayao please"). One unknown word is answered
+    (under ``message``) with the styles there are; a longer text is a caption's prose, not a style
+    ("/anime my cat"), and gets the user's style.
     """
-    style = st.styles.resolve(style_arg) if style_arg else None
-    if style_arg and style is None and len((message.text or message.caption or "").split()) == 2:
-        await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=", ".join(st.styles.names)),
+    style = (st.styles.resolve(style_arg) or st.styles.resolve(style_arg.split()[0])) if style_arg else None
+    if style_arg and style is None and len(style_arg.split()) == 1:
+        await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=st.styles.listed(lang)),
                                  do_quote=True)
         return
     style = style or await user_style(st, user)

@@ -20,12 +20,14 @@ fallback.
 from __future__ import annotations
 
 import gettext
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from string import Formatter
 from typing import Any
 
+from babel.lists import format_list
 from babel.messages.pofile import read_po
 
 LOCALES = Path(__file__).with_name("locales")
@@ -36,6 +38,8 @@ IMAGE_ERROR_CODES = ("empty", "not_image", "corrupt", "format", "too_large", "to
 
 
 FSI, PDI = "\u2068", "\u2069"  # first-strong isolate, and its end
+RLM = "\u200f"  # a right-to-left mark: a strong letter of no script, for a sentence made only of values
+_LETTER_OUTSIDE_VALUES = re.compile(r"[^\W\d_](?![^{]*})")  # a letter that is not inside a {placeholder}
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Language:
 
     sentences: dict[str, tuple[str, ...]]
     plural: Callable[[int], int]
+    locale: str
     rtl: bool = False
 
 
@@ -72,8 +77,9 @@ def _read(path: Path, source: bool) -> Language:
         forms = (text,) if isinstance(text, str) else tuple(text or ())
         if forms and all(forms) and (source or not message.fuzzy):
             sentences[message.context] = forms
-    rtl = catalog.locale is not None and catalog.locale.text_direction == "rtl"
-    return Language(sentences, gettext.c2py(catalog.plural_expr), rtl)
+    locale = catalog.locale  # None for the template: English
+    rtl = locale is not None and locale.text_direction == "rtl"
+    return Language(sentences, gettext.c2py(catalog.plural_expr), str(locale or SOURCE), rtl)
 
 
 def code_of(folder: str) -> str:
@@ -117,7 +123,16 @@ def t(lang: str, key: str, **values: object) -> str:
         if not isinstance(count, int):
             raise TypeError(f"{key!r} has plural forms: its count is needed to pick one")
         form = forms[language.plural(count)]
-    return _ISOLATING.vformat(form, (), values) if language.rtl else form.format(**values)
+    if not language.rtl:
+        return form.format(**values)
+    said = _ISOLATING.vformat(form, (), values)
+    # Only values ("{number}. {name}: {about}"): isolated, they leave no strong letter to set the direction.
+    return said if _LETTER_OUTSIDE_VALUES.search(form) else RLM + said
+
+
+def listing(lang: str, items: list[str]) -> str:
+    """``items`` listed as ``lang`` lists them ("A, B and C", "A، B و C", "A、B和C"), by CLDR's patterns."""
+    return format_list(items, style="standard", locale=LANGUAGES.get(lang, ENGLISH).locale) if items else ""
 
 
 def rtl(lang: str) -> bool:

@@ -487,3 +487,11 @@ def test_the_face_style_says_when_it_found_no_face_at_all(served: tuple[InProces
     faceless = fake.photo_message(chat, user, synthetic_photo(480, 360, seed=8502), caption="/anime jp_face")
     caption = one_photo(fake, faceless).params.get("caption") or ""
     assert "I found no face in this photo" in caption and "try Hayao" in caption, caption
+
+
+def test_a_style_is_named_by_its_id_or_its_name_in_any_language() -> None:
+    styles = styles_of(GALLERY)
+    assert styles.resolve("JP_FACE") == styles.resolve("anime  FACE") == styles.resolve("Аниме-лицо") == "jp_face"
+    assert styles.resolve("هایائو") == styles.resolve("宫崎骏") == styles.resolve("Хаяо") == "hayao"
+    assert styles.resolve("Anime") is None and styles.resolve(None) == styles.default
+    assert styles.listed("ru").endswith(" и " + f"{styles.display(styles.ordered[-1], 'ru')} ({styles.ordered[-1]})")

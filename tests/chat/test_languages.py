@@ -125,3 +125,18 @@ def test_the_profile_is_set_in_every_language_and_a_restart_sets_nothing(tiny_st
         start_bot(fake, tmp_path / "bot", tiny_store.home).stop()
         assert fake.profile["description", "", "fa"] == t("fa", "profile_description")
         assert len(fake.calls_to("setMyDescription")) == first["setMyDescription"] + 1
+
+
+def test_a_style_is_asked_for_by_its_name_in_the_users_language(bot: InProcessBot, fake: FakeTelegram,
+                                                                 shared_photo: Any) -> None:
+    chat, user = private_chat(8190, lang="fa-IR")
+    cute = t("fa", "style_name_cute")
+    fake.photo_message(chat, user, shared_photo("portrait_900x1200.jpg"), caption=f"/anime {cute}")
+    drawn = fake.wait_for(lambda: fake.calls_to("sendPhoto", chat["id"]), 300)[0]
+    labels = [b["text"] for row in drawn.params["reply_markup"]["inline_keyboard"] for b in row]
+    assert t("fa", "style_name_hayao") in labels and cute not in labels  # drawn in the style named: redraw offers the other
+    fake.photo_message(chat, user, shared_photo("portrait_900x1200.jpg"), caption="/anime ناشناخته")
+    refusal = fake.wait_for(lambda: [c for c in fake.messages_to(chat["id"]) if "ناشناخته" in c.params["text"]], 60)[0]
+    text = refusal.params["text"]
+    assert "«\u2068ناشناخته\u2069»" in text and "\\u" not in text and "'" not in text  # no Python repr
+    assert f"{t('fa', 'style_name_hayao')} (hayao) و " in text  # listed the Persian way

@@ -20,6 +20,7 @@ import pytest
 from PIL import Image
 
 from bot.drawing.celery.wire import read_workers
+from bot.words.catalogue import t
 from inference.drawer import Drawer, DrawerSpec, WorkOrder
 from inference.pipeline import ConvertSettings
 from testkit.bot_harness import RunningBot, group_chat, pick_style, private_chat, start_bot
@@ -446,7 +447,7 @@ def test_all_styles_on_two_workers_comes_back_each_tile_in_its_own_style(
     finally:
         for w in workers:
             w.stop()
-    styles = {e.display("en"): e.name for e in styles_store.installed("style")}
+    styles = {t("en", f"style_name_{e.name}"): e.name for e in styles_store.installed("style")}
     assert len(tiles) == len(styles) - 1 and "Hayao" not in [label for label, _ in tiles]
     drawer = Drawer(DrawerSpec(styles_store.home, "openvino", 1, "hayao"))
     drawer.load()

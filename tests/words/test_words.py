@@ -4,13 +4,15 @@ with the same placeholders; and every sentence the code asks for is there."""
 from __future__ import annotations
 
 import ast
+import re
+import unicodedata
 from pathlib import Path
 from string import Formatter
 
 import pytest
 from babel.messages.catalog import Catalog, Message
 
-from bot.words.catalogue import FSI, LANG_NAMES, LANGS, PDI, page_words, pick_lang, rtl, t
+from bot.words.catalogue import FSI, LANG_NAMES, LANGS, PDI, RLM, page_words, pick_lang, rtl, t
 from testkit.bot_harness import REPO
 from testkit.words import LOCALES, TEMPLATE, read
 
@@ -120,6 +122,8 @@ def test_a_right_to_left_sentence_isolates_each_value_and_a_left_to_right_one_is
     assert FSI not in english and PDI not in english and "Hayao" in english
     assert t("ar", "days", count=30).count(FSI) == 1
     assert rtl("ar") and rtl("fa") and not rtl("ru") and not rtl("en")
+    only_values = t("fa", "style_line", number=1, name="Hayao", about="x")  # no letter of its own to set the way
+    assert only_values.startswith(RLM + FSI) and not t("en", "style_line", number=1, name="Hayao", about="x").startswith(RLM)
 
 
 @pytest.mark.parametrize(("chosen", "reported", "picked"), [
@@ -139,3 +143,19 @@ def test_the_page_gets_every_language_its_words_and_its_direction() -> None:
     assert all(set(words[lang]) == keys for lang in LANGS)
     assert {lang for lang in LANGS if words[lang]["$dir"] == "rtl"} == {"ar", "fa"}
     assert all(words[lang]["title"] != words["en"]["title"] for lang in LANGS if lang != "en")
+
+
+def first_strong_is_latin(line: str) -> bool:
+    """Whether the first letter of ``line`` outside its {placeholders} (which the bot isolates) is Latin."""
+    letters = [ch for ch in re.sub(r"\{[^}]*\}", "", line) if ch.isalpha()]
+    return bool(letters) and unicodedata.name(letters[0]).startswith("LATIN")
+
+
+@pytest.mark.parametrize("lang", ["ar", "fa"])
+def test_no_line_of_a_right_to_left_sentence_starts_with_a_latin_word(lang: str) -> None:
+    """A client that sets each line's direction by its first letter would lay such a line out left to right."""
+    latin = {(key, line) for key, forms_ in ((k, forms(m.string)) for k, m in by_key(read(LOCALES / lang / "LC_MESSAGES"
+                                                                                          / "animebot.po")).items())
+             for text in forms_ for line in text.split("\n") if first_strong_is_latin(line)}
+    names = {"hd_button", "style_name_celeba_distill", "style_name_realcugan_up2x", "style_name_realcugan_param"}
+    assert {key for key, _ in latin} <= names, sorted(latin)
