@@ -2,7 +2,7 @@
 
     python -m bench.webapp_preview [--sizes 720x540,720x720,1280x960] [--runs 9]
 
-The page (bot/webapp/page/app.js) turns the photo and the drawing into Oklab once per opened result,
+The page (bot/webapp/page/colour.js) turns the photo and the drawing into Oklab once per opened result,
 then recomputes the picture on every slider move. Both are timed in headless Chromium (Debian's,
 via Playwright), median of ``--runs``, on random pictures of each size, against numpy's blend of
 the same pictures in this process (inference/colour.py, what Keep draws with): the ratio says how
@@ -15,13 +15,12 @@ import argparse
 import shutil
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
 from inference.colour import blend
+from testkit.browser import colour_page
 
-APP_JS = Path(__file__).resolve().parents[1] / "bot" / "webapp" / "page" / "app.js"
 TIMING = """([w, h, runs]) => {
   const n = w * h, rgba = () => { const a = new Uint8ClampedArray(4 * n);
     for (let i = 0; i < a.length; i++) a[i] = (i * 2654435761 >>> 13) & 255; return a; };
@@ -47,10 +46,7 @@ def main() -> None:
         raise SystemExit("chromium is not installed (apt-get install chromium)")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        page = browser.new_page()
-        page.route("**/*", lambda route: route.fulfill(body="<html></html>", content_type="text/html"))
-        page.goto("http://bench.invalid/")
-        page.add_script_tag(path=str(APP_JS))
+        page = colour_page(browser)
         print(f"Chromium {browser.version}, {args.runs} runs, median")
         print("| picture | page: Oklab once, ms | page: a slider move, ms | numpy blend, ms | move / numpy |")
         print("|---|---|---|---|---|")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,3 +27,24 @@ def chromium() -> Iterator[Any]:
             yield launched
         finally:
             launched.close()
+
+
+PAGE_DIR = Path(__file__).resolve().parents[1] / "bot" / "webapp" / "page"
+
+
+def colour_page(browser: Any) -> Any:
+    """A blank page with the Mini App's colour maths (``page/colour.js``, an ES module) loaded on its own, its
+    functions (``oklab``, ``keptColours``, ``mix``) on ``window`` for ``page.evaluate``."""
+    page = browser.new_page()
+    def serve(route: Any) -> None:
+        if route.request.url.endswith("/colour.js"):
+            route.fulfill(path=str(PAGE_DIR / "colour.js"), content_type="text/javascript")
+        else:
+            route.fulfill(body="<html></html>", content_type="text/html")
+
+    page.route("**/*", serve)
+    page.goto("http://page.invalid/")
+    loader = 'import * as colour from "/colour.js"; Object.assign(window, colour, {colourReady: true});'
+    page.add_script_tag(content=loader, type="module")
+    page.wait_for_function("() => window.colourReady === true")
+    return page

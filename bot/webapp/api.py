@@ -49,7 +49,9 @@ from storage.cache import CachedResult
 log = logging.getLogger("animebot.webapp")
 
 PAGE_DIR = Path(__file__).with_name("page")
-PAGE_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
+# The page's files: its stylesheet and its ES modules (app.js imports the others; no build step).
+PAGE_FILES = {"app.css": "text/css", **{name: "text/javascript" for name in (
+    "app.js", "views.js", "api.js", "colour.js", "divider.js", "words.js", "telegram.js")}}
 WORDS_SLOT = '<script id="words" type="application/json">{}</script>'  # in index.html: the page's sentences go here
 PAGE = 24  # results a page
 LISTED = 500  # the newest results looked at; older ones are still in the chat

@@ -110,9 +110,15 @@ def test_the_mini_app_is_offered_in_the_menu_and_under_private_results_and_serve
     page = app.get("/app")
     assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
     assert b"/app/static/app.js" in page.body and "default-src 'self'" in page.headers["Content-Security-Policy"]
-    for name, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
-        served = app.get(f"/app/static/{name}")
-        assert served.status == 200 and served.headers["Content-Type"].startswith(kind) and served.body
+    assert app.get("/app/static/app.css").headers["Content-Type"].startswith("text/css")
+    wanted, served = ["app.js"], set()  # the entry module, then every module it imports, and theirs
+    while wanted:
+        name = wanted.pop()
+        reply = app.get(f"/app/static/{name}")
+        assert reply.status == 200 and reply.headers["Content-Type"].startswith("text/javascript") and reply.body, name
+        served.add(name)
+        wanted += [n for n in re.findall(r'from "\./([\w.]+)"', reply.body.decode()) if n not in served]
+    assert served == {path.name for path in (REPO / "bot/webapp/page").glob("*.js")}
     assert app.get("/app/static/index.py").status == 404
     assert app.get("/app/static/..%2Fapi.py").status == 404
 
@@ -127,7 +133,8 @@ def test_the_page_says_what_the_catalogue_says_in_every_language(app: App) -> No
                      **{key.removeprefix("page_"): text for key, text in sentences(lang).items() if key.startswith("page_")}}
               for lang in ("en", "zh", "ru", "es", "pt-br", "id", "fa", "ar", "uk", "uz", "tr")}
     assert json.loads(found.group(1)) == wanted  # every language, and which way each reads
-    named = set(re.findall(r'\bT\("(\w+)"', (REPO / "bot/webapp/page/app.js").read_text()))
+    scripts = (REPO / "bot/webapp/page").glob("*.js")
+    named = {key for path in scripts for key in re.findall(r'\bT\("(\w+)"', path.read_text())}
     assert len(named) > 20 and named <= wanted["en"].keys()
 
 

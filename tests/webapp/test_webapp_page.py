@@ -20,8 +20,7 @@ import pytest
 
 from bot.words.catalogue import LANGS, page_words
 from inference.colour import blend
-from testkit.bot_harness import REPO
-from testkit.browser import chromium
+from testkit.browser import chromium, colour_page
 from testkit.fake_telegram import TOKEN
 from testkit.wait import wait_for
 from testkit.webapp import App, call, drawn_photo, init_data
@@ -165,11 +164,8 @@ def test_the_preview_matches_the_server_for_colours_and_strength(browser: Any) -
     """The page's maths on its own, against inference/colour.py: random colours, every case of the blend."""
     from inference.colour import keep_colours
 
-    page = browser.new_page()
+    page = colour_page(browser)
     try:
-        page.route("**/*", lambda route: route.fulfill(body="<html></html>", content_type="text/html"))
-        page.goto("http://page.invalid/")
-        page.add_script_tag(path=str(REPO / "bot/webapp/page/app.js"))
         rng = np.random.default_rng(7)
         photo, drawing = (rng.integers(0, 256, (16, 16, 3), dtype=np.uint8) for _ in range(2))
         photo[0] = np.arange(0, 256, 16)[:, None]  # greys, whose hue is the drawing's
