@@ -38,7 +38,7 @@ log = logging.getLogger("animebot.handlers")
 
 @dataclass
 class BotState:
-    """What every handler needs, kept in ``application.bot_data`` (bot/service/state.py builds it)."""
+    """What every handler needs, kept in ``application.bot_data`` (bot/root/state.py builds it)."""
 
     runner: JobRunner  # requests in: a handler's only way to have anything drawn or answered
     journal: Journal  # updates and jobs (storage/journal.py): /status, /privacy, the page's job list
@@ -57,19 +57,19 @@ class BotState:
 
 
 class SharedData:
-    """``application.bot_data``: set once at start by bot/service/state.py, read by every handler."""
+    """``application.bot_data``: set once at start by bot/root/state.py, read by every handler."""
 
     state: BotState | None = None
 
 
-# The context every handler gets; bot/app.py registers SharedData as bot_data's type.
+# The context every handler gets; bot/root/app.py registers SharedData as bot_data's type.
 Context = CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any], SharedData]
 CONTEXT_TYPES = ContextTypes(bot_data=SharedData)
 
 
 def state(context: Context) -> BotState:
     st = context.bot_data.state
-    if st is None:  # handlers only run once bot/service/state.py has set it
+    if st is None:  # handlers only run once bot/root/state.py has set it
         raise RuntimeError("an update was handled before the bot's state was opened")
     return st
 
@@ -116,13 +116,13 @@ async def may_configure(st: BotState, bot: ExtBot[None], chat_id: int, user: Use
 #
 # python-telegram-bot types every field of an Update as optional (effective_message,
 # callback_query, effective_user...), since one Update carries one kind of payload.
-# bot/app.py registers each handler for the updates that have what it reads, and wraps it
+# bot/root/app.py registers each handler for the updates that have what it reads, and wraps it
 # in on_message or on_press, which check those fields once and hand the handler them as
 # plain values, with the bot's state and the user's language already looked up (one read
 # of the users table, made even for a group photo that proves not to be for us: cheap, and
 # it gives every handler the same shape).
 
-# What python-telegram-bot calls: bot/app.py registers these with its handlers.
+# What python-telegram-bot calls: bot/root/app.py registers these with its handlers.
 Routed = Callable[[Update, Context], Coroutine[Any, Any, None]]
 
 
@@ -149,7 +149,7 @@ class Pressed:
     st: BotState
     lang: str  # the presser's language, for every answer
     bot: ExtBot[None]
-    match: re.Match[str] | None  # what the button's pattern in bot/app.py matched
+    match: re.Match[str] | None  # what the button's pattern in bot/root/app.py matched
 
     def groups(self, count: int) -> tuple[str, ...]:
         """What the button's pattern matched. A press with no data at all reaches every handler
@@ -161,7 +161,7 @@ class Pressed:
 def on_message(handler: Callable[[Incoming], Awaitable[None]]) -> Routed:
     """``handler`` for a MessageHandler or CommandHandler. An update without a message, its chat
     and its sender is ignored; none comes: the bot asks Telegram for messages and presses only
-    (bot/service/life.py), every message is in a chat, and only a channel's have no sender."""
+    (bot/root/life.py), every message is in a chat, and only a channel's have no sender."""
     async def routed(update: Update, context: Context) -> None:
         message, chat, user = update.effective_message, update.effective_chat, update.effective_user
         if message is None or chat is None or user is None:

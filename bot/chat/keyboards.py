@@ -1,7 +1,7 @@
 """Inline keyboards, and the patterns of the callback data their buttons carry.
 
 Callback data is at most 64 bytes and comes back from the client, so it
-names as little as possible and is matched strictly (bot/app.py routes each
+names as little as possible and is matched strictly (bot/root/app.py routes each
 pattern to its own handler; anything else is answered as expired):
 
 - ``r:STYLE:ID`` redraws the result ``ID`` in another style, ``a:ID`` draws

@@ -1,4 +1,4 @@
-"""Inline button presses, one handler per kind (bot/app.py routes them by pattern).
+"""Inline button presses, one handler per kind (bot/root/app.py routes them by pattern).
 
 Every press is answered, so the client's spinner stops: with nothing, with
 a short note, or with an alert saying why it did nothing.

@@ -214,7 +214,7 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bot.app import run
+    from bot.root.app import run
     from bot.service.config import broker_password, load_config
     from bot.service.logs import setup_logging
 
@@ -235,7 +235,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from bot.service.life import health
+    from bot.root.life import health
 
     ok, why = health(data_home())
     print(f"animebot: {why}", file=sys.stdout if ok else sys.stderr)

@@ -6,7 +6,7 @@ says it *somewhere*: the chat sends messages (bot/chat/answers.py), the page
 keeps the result for the page to show (bot/webapp/answers.py). The flow
 picks the way a request names (``Request.answer``) and imports neither; a
 new way is one class and one entry where the runner is built
-(bot/service/state.py). An :class:`Onlooker` hears about every job without
+(bot/root/state.py). An :class:`Onlooker` hears about every job without
 answering any: the page follows the jobs it started, whichever way they
 are answered.
 """

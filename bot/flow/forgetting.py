@@ -1,7 +1,7 @@
 """/forget, carried out: the user's jobs stopped, everything kept about them deleted, and the user told.
 
 The order matters. The erasure is written down first (storage/erasure.py), so a crash at any
-later point is finished at the next start, before any job resumes (bot/service/life.py). Then the
+later point is finished at the next start, before any job resumes (bot/root/life.py). Then the
 user's new requests are refused and their jobs in flight are stopped and waited for (bot/flow/running.py),
 so nothing of theirs is written after the delete: a photo on a worker leaves the pool, and in
 scaled-out mode the pool revokes its task and drops its result from Redis (bot/drawing/celery/pool.py).

@@ -50,7 +50,7 @@ def quiet_libraries() -> None:
     logging.getLogger("telegram.ext.AIORateLimiter").addFilter(_below_error)  # once, however often called
     logging.getLogger("aiohttp.server").addFilter(_malformed_request)
     # An answer that is not JSON (a wrong TELEGRAM_API_BASE_URL) is logged with a traceback before it is
-    # raised; the bot says what it means in one line (bot/app.py).
+    # raised; the bot says what it means in one line (bot/root/app.py).
     logging.getLogger("telegram.request.BaseRequest").addFilter(_without_traceback)
 
 

@@ -8,13 +8,30 @@ No label carries a user or a chat: labels are outcomes and results, a few values
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from bot.drawing.pool import Pool
 from storage.database import Database
+
+
+class Watched(Protocol):
+    """What the gauges read of a drawing pool (bot/drawing/pool.py has it): this module is a leaf that every
+    room reports to, so it names only what it reads, not the pool itself."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def running(self) -> int: ...
+
+    def online(self) -> int: ...
+
+    def healthy(self) -> tuple[bool, str]: ...
+
+    def broker_reachable(self) -> bool | None: ...
 
 # Without this every counter and histogram also exports a ``_created`` gauge (its start time), which
 # reads like a metric of its own (``animebot_jobs_created``) and is of no use to a dashboard.
@@ -60,7 +77,7 @@ class _BrokerUp:
     fire the broker alert for nothing."""
 
     def __init__(self) -> None:
-        self.pool: Pool | None = None
+        self.pool: Watched | None = None
 
     def collect(self) -> Iterator[Metric]:
         reachable = self.pool.broker_reachable() if self.pool is not None else None
@@ -93,7 +110,7 @@ _WRITES = _Writes()
 REGISTRY.register(_WRITES)
 
 
-def watch(pool: Pool, db: Database) -> None:
+def watch(pool: Watched, db: Database) -> None:
     """Read the gauges from ``pool`` and ``db`` at every scrape."""
     _QUEUE.set_function(lambda: pool.waiting)
     _RUNNING.set_function(lambda: pool.running)

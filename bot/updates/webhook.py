@@ -29,7 +29,6 @@ from storage.database import Unwritable
 from storage.errors import AnimebotError
 from bot.service import metrics
 from bot.updates.intake import Intake
-from bot.webapp.api import WebApp
 
 log = logging.getLogger("animebot.webhook")
 
@@ -42,11 +41,16 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_UPDATE_BYTES = 1 << 20  # an update is JSON of a few KB; files are fetched separately
 
 
+# What else the server serves beside updates, health and metrics: it adds its routes (the Mini App's).
+Mount = Callable[[web.Application], None]
+
+
 class WebhookServer:
-    """``path`` None: only /healthz and /metrics (polling mode)."""
+    """``path`` None: only /healthz and /metrics (polling mode). ``mount`` adds other routes (the Mini App):
+    the server takes what it serves, and knows nothing of it."""
 
     def __init__(self, intake: Intake, path: str | None, secret: str, health: Callable[[], dict[str, Any]],
-                 host: str, port: int, webapp: WebApp | None = None) -> None:
+                 host: str, port: int, mount: Mount | None = None) -> None:
         self.intake = intake
         self.path = path
         self.secret = secret
@@ -60,8 +64,8 @@ class WebhookServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/livez", self._livez)
         app.router.add_get("/metrics", self._metrics)
-        if webapp is not None:
-            webapp.mount(app)
+        if mount is not None:
+            mount(app)
         self._runner = web.AppRunner(app, access_log=None)
 
     async def start(self) -> None:

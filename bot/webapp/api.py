@@ -30,7 +30,6 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.chat.context import BotState
 from bot.flow.answering import TILES
 from bot.flow.kinds.registry import KINDS, plan, redrawn
 from bot.flow.previews import PREVIEW_SETTINGS
@@ -39,6 +38,7 @@ from bot.webapp.auth import Unauthorized, WebAppUser, from_header
 from bot.webapp.jobs import AppJob, AppJobs
 from bot.webapp.limits import API_PER_MINUTE, IMAGES_PER_MINUTE, Window
 from bot.webapp.links import PREFIX, Links
+from bot.webapp.needs import PageNeeds
 from bot.webapp.photos import Originals
 from bot.webapp.pictures import Pictures, drawing_key, hd_key, tile_key
 from bot.words.catalogue import page_words, pick_lang, t
@@ -62,7 +62,7 @@ POLICY = ("default-src 'self'; script-src 'self' https://telegram.org; img-src '
 
 
 class WebApp:
-    def __init__(self, st: BotState, desk: AppJobs, originals: Originals, token: str, links: Links) -> None:
+    def __init__(self, st: PageNeeds, desk: AppJobs, originals: Originals, token: str, links: Links) -> None:
         self.st = st
         self.desk = desk  # how the jobs the page started are doing (the runner's onlooker)
         self.token = token

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.service.profile import GROUP_COMMANDS, PRIVATE_COMMANDS
+from bot.root.profile import GROUP_COMMANDS, PRIVATE_COMMANDS
 from bot.words.catalogue import LANGS, profile_code, t
 from testkit.bot_harness import private_chat, start_bot
 from testkit.bot_in_process import InProcessBot, bot_in_process

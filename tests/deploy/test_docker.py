@@ -120,7 +120,7 @@ def test_the_build_context_holds_no_env_no_virtualenv_and_no_data(image: str, tm
     finally:
         docker("rmi", "--force", probe, check=False)
     seen = {path.removeprefix("/context/") for path in listed}
-    assert {"pyproject.toml", "bot/app.py", "weights/registry.json"} <= seen
+    assert {"pyproject.toml", "bot/root/app.py", "weights/registry.json"} <= seen
     assert not [p for p in seen if p.startswith((".env", ".venv", "data", "tests", ".git")) or "__pycache__" in p]
     found = docker("run", "--rm", "--network", "none", "--user", "root", "--entrypoint", "find", image, "/", "-xdev",
                    "-name", ".env").stdout

@@ -13,7 +13,7 @@ import pytest
 from telegram import Chat, Document, Message
 from telegram.ext import CallbackQueryHandler
 
-from bot.app import build_application
+from bot.root.app import build_application
 from bot.service.config import ConfigError, broker_password, load_config
 from bot.chat.photos import anime_command, source_of
 from bot.words.catalogue import LANGUAGES, error_text, pick_lang, t

@@ -126,6 +126,27 @@ def test_no_module_imports_itself_round() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
 
 
+def _rooms() -> dict[str, frozenset[str]]:
+    """bot/'s rooms (its packages, and its top-level modules), each with the rooms it imports."""
+    edges: dict[str, set[str]] = {}
+    for name, targets in _graph().items():
+        if name.startswith("bot."):
+            room = name.split(".")[1]
+            edges.setdefault(room, set()).update(t.split(".")[1] for t in targets if t.startswith("bot."))
+    return {room: frozenset(targets - {room}) for room, targets in edges.items()}
+
+
+def test_bots_rooms_import_one_way() -> None:
+    """service/ is the leaf every room reports to (settings, logs, metrics) and root/ the top that wires
+    them: no room is both, so no two rooms import each other, however far round (docs/architecture.md)."""
+    rooms = _rooms()
+    assert {"chat", "flow", "drawing", "updates", "webapp", "service", "root"} <= rooms.keys()
+    assert rooms["service"] == set(), "the leaf imports a room"
+    assert {room for room, targets in rooms.items() if "root" in targets} == {"cli"}, "only the command line starts it"
+    cycles = _cycles(rooms)
+    assert not cycles, "rooms that import each other:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
 def test_the_flow_knows_no_way_of_answering() -> None:
     """bot/flow/ defines the seams (bot/flow/answering.py); the chat and the Mini App implement them, so a
     new way of answering or a change to one never reaches into the flow (docs/architecture.md, "The seams")."""

@@ -1,8 +1,8 @@
 """Application wiring, in one place: which handler answers which update.
 
 Updates come through bot/updates/intake.py (from our polling loop or the webhook),
-not PTB's Updater; bot/service/state.py opens what the handlers share, and
-bot/service/life.py runs the whole lifetime.
+not PTB's Updater; bot/root/state.py opens what the handlers share, and
+bot/root/life.py runs the whole lifetime.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from storage.errors import AnimebotError
 from bot.chat import commands, inline, keyboards, photos, presses, privacy
 from bot.service.config import Config, ConfigError
 from bot.chat.context import CONTEXT_TYPES, on_message, on_press
-from bot.service.life import run_service
+from bot.root.life import run_service
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
 from weights.store import ModelStore

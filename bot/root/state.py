@@ -2,7 +2,7 @@
 
 :func:`open_state` opens the cache and the journal, starts the workers (they
 load their models) and wires the runner; :func:`close_state` stops them.
-bot/service/life.py calls these in order, so the workers are ready before the
+bot/root/life.py calls these in order, so the workers are ready before the
 first update is fetched and stop only after the last one was handled or put
 aside.
 """
@@ -18,7 +18,7 @@ from bot.flow.access import Access, Limits
 from bot.updates.albums import AlbumCollector
 from bot.chat.context import BotState
 from bot.words.catalogue import t
-from bot.service.profile import publish_profile
+from bot.root.profile import publish_profile
 from bot.service.config import Config
 from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings

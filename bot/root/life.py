@@ -29,11 +29,12 @@ from bot.service.config import Config
 from bot.chat.context import BotState
 from bot.updates.intake import Intake
 from bot.updates.polling import MAX_BACKOFF_S, poll
-from bot.service.state import close_state, open_state
+from bot.root.state import close_state, open_state
 from bot.styles import Styles
 from bot.updates.webhook import WebhookServer
 from bot.webapp.api import WebApp
 from bot.webapp.jobs import AppJobs
+from bot.webapp.needs import PageNeeds
 from bot.webapp.links import Links
 from bot.webapp.photos import Originals
 from inference.processes import running
@@ -111,8 +112,9 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     chores = asyncio.create_task(_chores(st, cfg.home, cfg.keep_days * 86400.0))
     server, poller = None, None
     desk = st.runner.onlooker
-    assert isinstance(desk, AppJobs)  # bot/service/state.py makes the page's desk the runner's onlooker
-    webapp = WebApp(st, desk, Originals(app.bot, st.stores), cfg.token, Links(await st.journal.secret())) \
+    assert isinstance(desk, AppJobs)  # bot/root/state.py makes the page's desk the runner's onlooker
+    needs = PageNeeds(st.runner, st.journal, st.pool, st.stores, st.buttons, st.styles, st.access, st.hd)
+    webapp = WebApp(needs, desk, Originals(app.bot, st.stores), cfg.token, Links(await st.journal.secret())) \
         if cfg.webapp_url else None
     try:
         metrics.watch(st.pool, st.db)
@@ -121,7 +123,7 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
         else:
             if cfg.metrics_port:
                 server = WebhookServer(intake, None, "", lambda: _health_report(st), cfg.webhook_listen,
-                                       cfg.metrics_port, webapp)
+                                       cfg.metrics_port, webapp.mount if webapp else None)
                 await server.start()
             try:
                 await app.bot.delete_webhook()
@@ -157,7 +159,7 @@ async def _start_webhook(app: Application, cfg: Config, intake: Intake, st: BotS
     path = urlsplit(cfg.webhook_url).path or "/"
 
     server = WebhookServer(intake, path, secret, lambda: _health_report(st), cfg.webhook_listen, cfg.webhook_port,
-                           webapp)
+                           webapp.mount if webapp else None)
     await server.start()
     await app.bot.set_webhook(cfg.webhook_url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
     return server
