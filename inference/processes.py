@@ -1,5 +1,5 @@
 """Whether a process is running, by its id: what the health check asks of the bot's heartbeat
-(bot/service/life.py), and what clearing a dead drawing process's clip folders asks of its name
+(bot/root/life.py), and what clearing a dead drawing process's clip folders asks of its name
 (inference/scratch.py)."""
 from __future__ import annotations
 

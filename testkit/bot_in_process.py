@@ -16,9 +16,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from bot.app import build_application
+from bot.root.app import build_application
 from bot.service.config import Config, load_config
-from bot.service.life import run_service
+from bot.root.life import run_service
 from bot.service.logs import LINE_FORMAT, RedactingFormatter, quiet_libraries
 from testkit.bot_harness import READY_LINE, bot_environment, prepare_home, parse_worker_pids
 from testkit.fake_telegram import TOKEN, FakeTelegram
