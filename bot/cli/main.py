@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
     from weights.provision import provision
 
     cfg = load_config(webhook_url=args.webhook)
-    setup_logging(cfg.token, cfg.webhook_secret, broker_password(cfg.broker_url))
+    setup_logging(cfg.token.get_secret_value(), cfg.webhook_secret, broker_password(cfg.broker_url))
     provision(ModelStore(cfg.home), cfg.weights, cfg.baked_models)
     run(cfg)
     return 0

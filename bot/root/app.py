@@ -48,7 +48,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     app = (
         Application.builder()
-        .token(cfg.token)
+        .token(cfg.token.get_secret_value())
         .base_url(cfg.base_url)
         .base_file_url(cfg.base_file_url)
         .context_types(CONTEXT_TYPES)

@@ -114,7 +114,8 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     desk = st.runner.onlooker
     assert isinstance(desk, AppJobs)  # bot/root/state.py makes the page's desk the runner's onlooker
     needs = PageNeeds(st.runner, st.journal, st.pool, st.stores, st.buttons, st.styles, st.access, st.hd)
-    webapp = WebApp(needs, desk, Originals(app.bot, st.stores), cfg.token, Links(await st.journal.secret())) \
+    token = cfg.token.get_secret_value()
+    webapp = WebApp(needs, desk, Originals(app.bot, st.stores), token, Links(await st.journal.secret())) \
         if cfg.webapp_url else None
     try:
         metrics.watch(st.pool, st.db)

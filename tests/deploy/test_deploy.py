@@ -26,6 +26,7 @@ import yaml
 from bot.drawing.pool import Pool
 from bot.service import metrics
 from storage.database import Database
+from bot.service.config import Config, WorkerConfig, env_name
 from testkit.bot_harness import REPO
 
 DEPLOY = REPO / "deploy"
@@ -292,8 +293,7 @@ def test_compose_gives_each_service_only_the_settings_it_reads() -> None:
     """The bot gets every setting it reads, by name, and no other service's password; a worker gets no token.
     (A whole .env passed to the bot, as env_file did, put Redis's, Grafana's and Flower's passwords in it.)"""
     services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
-    read = {name for source in ("bot/service/config.py", "weights/store.py")
-            for name in re.findall(r'"((?:ANIMEBOT|TELEGRAM)_[A-Z_]+)"', (REPO / source).read_text())}
+    read = {env_name(field, info) for model in (Config, WorkerConfig) for field, info in model.model_fields.items()}
     image_only = {"ANIMEBOT_BAKED_MODELS"}  # where the image's baked models are: the image's own setting
     bot = services["animebot"]
     assert "env_file" not in bot

@@ -40,6 +40,14 @@ def test_config_needs_a_token_and_reads_everything_else(tmp_path: Path) -> None:
         load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_WORKERS": "two"}, dotenv=None)
     with pytest.raises(ConfigError, match="ANIMEBOT_QUEUE_SIZE must be between"):
         load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_QUEUE_SIZE": "0"}, dotenv=None)
+    with pytest.raises(ConfigError, match="^ANIMEBOT_BACKEND must be one of openvino, .*, got 'cuda'$"):
+        load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_BACKEND": "cuda"}, dotenv=None)
+    with pytest.raises(ConfigError, match="^ANIMEBOT_ALLOWLIST must be Telegram ids"):
+        load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_ALLOWLIST": "1, two"}, dotenv=None)
+    tuned = load_config({"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_ALBUM_WAIT": "2.5", "ANIMEBOT_HD": "off",
+                         "ANIMEBOT_WEBHOOK_SECRET": "s3cret-value", "ANIMEBOT_CACHE_MB": "10"}, dotenv=None)
+    assert (tuned.album_wait_s, tuned.hd, tuned.cache_bytes) == (2.5, False, 10 << 20)
+    assert "s3cret-value" not in repr(tuned) and TOKEN not in f"{tuned!s} {tuned!r}"
 
 
 def test_a_broker_url_picks_the_celery_pool_and_its_password_stays_out_of_repr(tmp_path: Path) -> None:
@@ -57,7 +65,7 @@ def test_dotenv_fills_gaps_but_the_environment_wins(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     env_file.write_text(f"TELEGRAM_BOT_TOKEN={TOKEN}\nANIMEBOT_MAX_SIDE=512\nANIMEBOT_WORKERS=4\n")
     cfg = load_config({"ANIMEBOT_WORKERS": "1"}, dotenv=env_file)
-    assert (cfg.token, cfg.max_side, cfg.workers) == (TOKEN, 512, 1)
+    assert (cfg.token.get_secret_value(), cfg.max_side, cfg.workers) == (TOKEN, 512, 1)
 
 
 @pytest.mark.slow  # a bot process, though it stops at once
