@@ -17,6 +17,7 @@ from bot.chat import keyboards
 from bot.chat.context import Context, Incoming, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
 from bot.words.catalogue import t
 from bot.chat.photos import anime_command
+from bot.flow.kinds.registry import PREVIEW
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
 from storage.database import Unwritable
@@ -107,7 +108,7 @@ async def style_command(incoming: Incoming) -> None:
     if st.styles.sample is not None and st.styles.sample_sha256:
         await st.runner.run(Request(
             job_id=str(incoming.update_id), chat_id=message.chat_id, user_id=user.id, reply_to=message.message_id,
-            lang=lang, style=current, styles=tuple(st.styles.ordered), kind="preview", settings=PREVIEW_SETTINGS,
+            lang=lang, style=current, styles=tuple(st.styles.ordered), kind=PREVIEW.name, settings=PREVIEW_SETTINGS,
             sources=(Source("", sha256=st.styles.sample_sha256, sample=True),),
         ))
         return

@@ -14,7 +14,8 @@ from telegram import Message, User
 
 from bot.chat.context import BotState, Incoming, chat_settings, user_lang, user_style
 from bot.words.catalogue import t
-from bot.flow.kinds.registry import KINDS
+from bot.flow.kinds.base import Kind
+from bot.flow.kinds.registry import PHOTO, STICKER
 from bot.flow.requests import Request, Source
 
 log = logging.getLogger("animebot.handlers")
@@ -104,7 +105,7 @@ async def sticker(incoming: Incoming) -> None:
         await message.reply_text(t(incoming.lang, "sticker_own_photo"), do_quote=True)
         return
     await request(incoming.st, str(incoming.update_id), message, incoming.user, incoming.lang, [src],
-                  target.message_id, style_arg, kind="sticker")
+                  target.message_id, style_arg, kind=STICKER)
 
 
 async def private_media(incoming: Incoming) -> None:
@@ -173,7 +174,7 @@ async def convert(incoming: Incoming, sources: list[Source], reply_to: int, styl
 
 
 async def request(st: BotState, job_id: str, message: Message, user: User | None, lang: str, sources: list[Source],
-                  reply_to: int, style_arg: str | None, album: str | None = None, kind: str = "photo") -> None:
+                  reply_to: int, style_arg: str | None, album: str | None = None, kind: Kind = PHOTO) -> None:
     """Hand ``sources`` to the runner as a ``kind`` of job (bot/flow/kinds/), in the asked (or the user's)
     style, at the chat's settings; the results go under ``reply_to``, and every word to the user is in ``lang``.
 
@@ -191,5 +192,5 @@ async def request(st: BotState, job_id: str, message: Message, user: User | None
     settings = await chat_settings(st, message.chat_id)
     await st.runner.run(Request(
         job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
-        style=style, sources=tuple(sources), settings=KINDS[kind].settings(settings), kind=kind, album=album,
+        style=style, sources=tuple(sources), settings=settings, kind=kind.name, album=album,
     ))

@@ -11,7 +11,8 @@ from telegram.error import TelegramError
 from bot.chat import keyboards
 from bot.chat.context import Pressed, answer_quietly, chat_settings, may_configure, user_style
 from bot.words.catalogue import LANGS, t
-from bot.flow.kinds.registry import KINDS, redrawn
+from bot.flow.kinds.base import Kind
+from bot.flow.kinds.registry import ALL_STYLES, AVATAR, CUTOUT, DOUBLED, FILE, PREVIEW, STICKER, redrawn
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source
 
@@ -32,14 +33,14 @@ async def cancel_button(pressed: Pressed) -> None:
 async def full_size_button(pressed: Pressed) -> None:
     """``f:ID``: the result itself, as a file."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, "file")
+    await result_button(pressed, result_id, None, FILE)
 
 
 async def avatar_button(pressed: Pressed) -> None:
     """``v:ID``: the result's photo drawn again as an avatar: a square around the largest face, at full
     detail, as a photo and as the file (inference/avatar.py)."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, "avatar")
+    await result_button(pressed, result_id, None, AVATAR)
 
 
 async def sticker_button(pressed: Pressed) -> None:
@@ -52,13 +53,13 @@ async def sticker_button(pressed: Pressed) -> None:
     if shown is not None and not await pressed.st.stores.holdings.holds(pressed.user.id, shown.content_sha256):
         await answer_quietly(pressed.query, t(pressed.lang, "sticker_not_yours"), alert=True)
         return
-    await result_button(pressed, result_id, None, "sticker")
+    await result_button(pressed, result_id, None, STICKER)
 
 
 async def cutout_button(pressed: Pressed) -> None:
     """``n:ID``: the result's person with no background, as a transparent PNG file."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, "cutout")
+    await result_button(pressed, result_id, None, CUTOUT)
 
 
 async def hd_button(pressed: Pressed) -> None:
@@ -67,16 +68,16 @@ async def hd_button(pressed: Pressed) -> None:
     if not pressed.st.hd:  # switched off, or its model gone, since the button was sent
         await answer_quietly(pressed.query, t(pressed.lang, "hd_off"), alert=True)
         return
-    await result_button(pressed, result_id, None, "hd")
+    await result_button(pressed, result_id, None, DOUBLED)
 
 
 async def all_styles_button(pressed: Pressed) -> None:
     """``a:ID``: the result's photo in every other style, as an album (each style a photo of the quota)."""
     (result_id,) = pressed.groups(1)
-    await result_button(pressed, result_id, None, "styles")
+    await result_button(pressed, result_id, None, ALL_STYLES)
 
 
-async def result_button(pressed: Pressed, result_id: str, style_arg: str | None, kind: str | None) -> None:
+async def result_button(pressed: Pressed, result_id: str, style_arg: str | None, kind: Kind | None) -> None:
     """Act on the result a button sits under: draw it again as the ``kind`` of job (bot/flow/kinds/: a file,
     an avatar, a sticker, a cut-out, all styles, at that kind's settings), or as it was drawn (None: a
     redraw, in ``style_arg``), and only in the chat it was shown in.
@@ -94,20 +95,20 @@ async def result_button(pressed: Pressed, result_id: str, style_arg: str | None,
     try:
         shown = await st.buttons.find(result_id, message.chat.id) if message is not None else None
         style = st.styles.resolve(style_arg or shown.style) if shown is not None else None
-        others = tuple(keyboards.album_styles(st.styles, shown.style)) if shown is not None and kind == "styles" else ()
-        if kind == "styles":
-            style = others[0] if others else None
+        kind = kind or (redrawn(shown.settings) if shown is not None else None)
+        others: tuple[str, ...] = ()
+        if shown is not None and kind is not None and style is not None:
+            style, others = kind.aim(style, keyboards.album_styles(st.styles, shown.style))
         file_id = await st.stores.uploads.file_id_of(shown.content_sha256) if shown is not None else None
-        if message is None or shown is None or style is None or file_id is None:
+        if message is None or shown is None or kind is None or style is None or file_id is None:
             await answer_quietly(query, t(lang, "button_expired"), alert=True)
             return
         original = getattr(message, "reply_to_message", None)
-        kind = kind or redrawn(shown.settings)
         answered = await st.runner.run(Request(
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang, style=style,
             sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),),
-            settings=KINDS[kind].settings(shown.settings), kind=kind, query_id=query.id, styles=others,
+            settings=shown.settings, kind=kind.name, query_id=query.id, styles=others,
         ))
     finally:
         st.presses.release(press, answered)
@@ -158,7 +159,7 @@ async def preview_button(pressed: Pressed) -> None:
         answered = await st.runner.run(Request(
             job_id=str(pressed.update_id), chat_id=message.chat.id, user_id=pressed.user.id,
             reply_to=original.message_id if original else message.message_id, lang=lang,
-            style=await user_style(st, pressed.user), styles=tuple(st.styles.ordered), kind="preview",
+            style=await user_style(st, pressed.user), styles=tuple(st.styles.ordered), kind=PREVIEW.name,
             sources=(Source(last.file_id, sha256=last.content_sha256, spoiler=last.spoiler),),
             settings=PREVIEW_SETTINGS, query_id=query.id,
         ))

@@ -24,7 +24,7 @@ from bot.chat.keyboards import album_keyboard, clip_keyboard, result_keyboard, s
 from bot.chat.status import reply_to
 from bot.chat.stickers import Stickers
 from bot.flow.access import Refusal
-from bot.flow.answering import FILES, LARGE, MENU, PICTURE_AND_FILE, SHEET, STICKER, STYLES, Answer
+from bot.flow.answering import Answer, Shape, unhandled
 from bot.flow.drawn import Drawn
 from bot.flow.previews import legend
 from bot.flow.requests import Request
@@ -82,36 +82,46 @@ class Replies:
         """Send the answer in the form its shape takes in a chat, then its sentences; returns each
         drawing sent with the message that carried it (for :meth:`remember`)."""
         sent: list[tuple[Drawn, Message]] = []
-        if answer.shape == MENU:
+        if answer.shape is Shape.MENU:
             await self.style_menu(req)  # the menu alone is no answer to a preview: the job failed
-        elif answer.shape == SHEET and answer.sheet is not None:
-            sent = [(answer.sheet, await self.sheet(req, answer.sheet.result, missing=answer.missing))]
-        elif answer.shape != SHEET and answer.done:
+        elif answer.shape is Shape.SHEET:
+            if answer.sheet is not None:
+                sent = [(answer.sheet, await self.sheet(req, answer.sheet.result, missing=answer.missing))]
+        elif answer.done:
             sent = await self._results(req, answer.shape, answer.done)
         for sentence in answer.sentences:
             await self.say(req, sentence)
         return sent
 
-    async def _results(self, req: Request, shape: str, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
-        if shape == FILES:
-            return [(d, await self._document(req, d)) for d in done]
-        if len(done) == 1 and shape == LARGE:
-            return await self._large(req, done[0])
-        if len(done) == 1 and shape == STICKER:
-            sent = await self.stickers.send(req, done[0].result)
-            if self.styles.cutter is None and req.chat_id not in self._told_oval:
-                self._told_oval.add(req.chat_id)
-                await self.say(req, t(req.lang, "sticker_oval"))
-            return [(done[0], sent)]
-        if len(done) == 1 and done[0].source.clip and shape == PICTURE_AND_FILE:  # e.g. an animated profile photo
-            return [(done[0], await self._clip(req, done[0])), (done[0], await self._document(req, done[0]))]
-        if len(done) == 1 and done[0].source.clip:
-            return [(done[0], await self._clip(req, done[0]))]
-        if len(done) == 1 and shape == PICTURE_AND_FILE:  # e.g. a profile photo: to look at, and the file to set
-            return [(done[0], await self._photo(req, done[0], shape)), (done[0], await self._document(req, done[0]))]
-        if len(done) == 1:
-            return [(done[0], await self._photo(req, done[0], shape))]
-        return await self._album(req, done, shape)
+    async def _results(self, req: Request, shape: Shape, done: Sequence[Drawn]) -> list[tuple[Drawn, Message]]:
+        """Drawings in the form their shape takes in a chat. Every shape is named here: one added to
+        :class:`Shape` and not to this match is a type error (:func:`unhandled`)."""
+        one = done[0] if len(done) == 1 else None
+        match shape:
+            case Shape.FILES:
+                return [(d, await self._document(req, d)) for d in done]
+            case Shape.LARGE if one is not None:
+                return await self._large(req, one)
+            case Shape.STICKER if one is not None:
+                return [(one, await self._sticker(req, one))]
+            case Shape.PICTURE_AND_FILE if one is not None:  # a profile photo (or clip) to look at, and its file
+                shown = await self._clip(req, one) if one.source.clip else await self._photo(req, one, shape)
+                return [(one, shown), (one, await self._document(req, one))]
+            case Shape.PICTURES | Shape.STYLES | Shape.TILES | Shape.LARGE | Shape.STICKER | Shape.PICTURE_AND_FILE:
+                if one is not None:
+                    return [(one, await self._clip(req, one) if one.source.clip else await self._photo(req, one, shape))]
+                return await self._album(req, done, shape)
+            case Shape.SHEET | Shape.MENU:  # answered by answer() itself, never with drawings of their own
+                return []
+            case _:
+                unhandled(shape)
+
+    async def _sticker(self, req: Request, d: Drawn) -> Message:
+        sent = await self.stickers.send(req, d.result)
+        if self.styles.cutter is None and req.chat_id not in self._told_oval:
+            self._told_oval.add(req.chat_id)
+            await self.say(req, t(req.lang, "sticker_oval"))
+        return sent
 
     async def remember(self, sent: Sequence[tuple[Drawn, object]]) -> None:
         """Keep what Telegram calls our uploads, so a repeat is sent by reference."""
@@ -224,13 +234,13 @@ class Replies:
         notes = self._caption(req, [d])
         return self.styles.display(d.style, req.lang) + (f"\n{notes}" if notes else "")
 
-    async def _photo(self, req: Request, d: Drawn, shape: str) -> Message:
+    async def _photo(self, req: Request, d: Drawn, shape: Shape) -> Message:
         s = req.settings
         # Telegram takes Mini App buttons in private chats only; the page shows whole drawings, not an avatar's square
         webapp = self.webapp_url if req.chat_id > 0 and not s.avatar and not s.cut else None
         markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang, webapp, self.hd)
         # "All styles" with only one style drawn still says which style it is
-        caption = self._named_caption(req, d) if shape == STYLES else self._caption(req, [d])
+        caption = self._named_caption(req, d) if shape == Shape.STYLES else self._caption(req, [d])
         return await self._send_or_upload(req, d.result.media_file_id, d.result, lambda photo: self.bot.send_photo(
             req.chat_id, photo, caption=caption, reply_parameters=reply_to(req), reply_markup=markup,
             has_spoiler=d.source.spoiler))
@@ -278,10 +288,10 @@ class Replies:
         return await self._send_or_upload(req, d.result.document_file_id, d.result, lambda doc: self.bot.send_document(
             req.chat_id, doc, filename=name, reply_parameters=reply_to(req)))
 
-    async def _album(self, req: Request, done: Sequence[Drawn], shape: str) -> list[tuple[Drawn, Message]]:
+    async def _album(self, req: Request, done: Sequence[Drawn], shape: Shape) -> list[tuple[Drawn, Message]]:
         """An album: of photos (the notes under the first), or of one photo in many styles (each
         captioned with its style's name, and its own notes)."""
-        styles = shape == STYLES
+        styles = shape == Shape.STYLES
         caption = self._caption(req, done)
 
         def caption_of(i: int, d: Drawn) -> str | None:

@@ -14,31 +14,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from enum import Enum
+from typing import NoReturn, Protocol
 
 from bot.flow.access import Refusal
 from bot.flow.drawn import Drawn
 from bot.flow.progress import Progress
 from bot.flow.requests import Failed, Request
 
-# The shapes an answer takes; a way shows each in its own form.
-PICTURES = "pictures"  # each drawing as itself: a photo or a clip, or an album of several photos
-STYLES = "styles"  # one photo in several styles: an album, each picture named by its style
-FILES = "files"  # each drawing as a file, uncompressed
-STICKER = "sticker"  # one drawing as a sticker, into the user's set
-PICTURE_AND_FILE = "picture+file"  # one drawing to look at, and as the file to keep (a profile picture)
-TILES = "tiles"  # each style's tile, kept for a page that shows them one by one
-LARGE = "large"  # one big drawing (HD): the file, and as a photo too where it fits Telegram's photo limits
-SHEET = "sheet"  # one picture of every style's tile, with the style menu (/style)
-MENU = "menu"  # the style menu alone, as text: a preview that could not be drawn
+class Shape(Enum):
+    """The shapes an answer takes; a way shows each in its own form. A closed set: a way of answering
+    matches on it with ``assert_never`` last, so the type checker names any shape a way forgot."""
+
+    PICTURES = "pictures"  # each drawing as itself: a photo or a clip, or an album of several photos
+    STYLES = "styles"  # one photo in several styles: an album, each picture named by its style
+    FILES = "files"  # each drawing as a file, uncompressed
+    STICKER = "sticker"  # one drawing as a sticker, into the user's set
+    PICTURE_AND_FILE = "picture+file"  # one drawing to look at, and as the file to keep (a profile picture)
+    TILES = "tiles"  # each style's tile, kept for a page that shows them one by one
+    LARGE = "large"  # one big drawing (HD): the file, and as a photo too where it fits Telegram's photo limits
+    SHEET = "sheet"  # one picture of every style's tile, with the style menu (/style)
+    MENU = "menu"  # the style menu alone, as text: a preview that could not be drawn
+
+
+def unhandled(shape: NoReturn) -> NoReturn:
+    """The last case of a way's match on :class:`Shape` (typing's ``assert_never``, which Python 3.10
+    lacks): the type checker refuses a call that some shape can still reach."""
+    raise AssertionError(f"no way to answer the shape {shape!r}")
+
 
 
 @dataclass(frozen=True)
 class Answer:
     """What a request's answer is: its ``shape``, the drawings it shows, and the sentences said after
-    them (why some failed, what was left out). A :data:`SHEET` carries the sheet and how many styles it misses."""
+    them (why some failed, what was left out). A :attr:`Shape.SHEET` carries the sheet and how many styles it misses."""
 
-    shape: str
+    shape: Shape
     done: Sequence[Drawn] = ()
     sentences: Sequence[str] = ()
     sheet: Drawn | None = None

@@ -128,11 +128,11 @@ class Results:
         data = await self.data(req, src, errand.fetched)
         sha = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         await self._received(req, src, sha)
-        kind = await asyncio.to_thread(_kind_of, src, data)
-        if plan(req).stills_only and kind != "photo":  # a last "photo" remembered by an older release: a clip
+        media = await asyncio.to_thread(_kind_of, src, data)  # a photo, an animation or a video
+        if plan(req).stills_only and media != "photo":  # a last "photo" remembered by an older release: a clip
             raise Failed("preview_needs_photo")
-        if kind != src.kind:  # a GIF or video sent as a file, or a one-frame GIF: its bytes decide
-            src = replace(src, kind=kind, seconds=None)  # a clip's length is read from its header, below
+        if media != src.kind:  # a GIF or video sent as a file, or a one-frame GIF: its bytes decide
+            src = replace(src, kind=media, seconds=None)  # a clip's length is read from its header, below
             version = self.version(src, style, req)
         key = result_key(sha, style, version)
         if known := await self.known(key):

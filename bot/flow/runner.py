@@ -78,6 +78,7 @@ class JobRunner:
         Returns whether it was taken on (and so answered in its chat), not refused."""
         if self._stopping:  # its update stays unhandled, and is replayed at the next start
             raise asyncio.CancelledError
+        req = replace(req, settings=plan(req).settings(req.settings))  # the kind's preset (a sticker's, an avatar's)
         req = self.admission.clip_lengths(req)
         with contextlib.ExitStack() as held:
             async with self.admission.turn(req.user_id):

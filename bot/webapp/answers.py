@@ -4,7 +4,7 @@ user's chat, which makes it a place in the page's list, and the page asks the de
 from __future__ import annotations
 
 from bot.flow.access import Refusal
-from bot.flow.answering import TILES, Answer, Sent
+from bot.flow.answering import Answer, Sent, Shape
 from bot.flow.progress import Progress
 from bot.flow.requests import Request
 from bot.webapp.jobs import AppJobs
@@ -32,7 +32,7 @@ class PageWay:
     async def answer(self, req: Request, answer: Answer) -> Sent:
         """Kept: a drawing's result gets its id, even for a job nobody tracks any more (recovered after a
         restart, it still shows up in the page's list); tiles are looked up one by one, and get none."""
-        if answer.shape != TILES and answer.done:
+        if answer.shape != Shape.TILES and answer.done:
             await self.desk.kept(req, answer.done[0])
         return Sent(answered=bool(answer.done))
 

@@ -30,8 +30,10 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.flow.answering import TILES
-from bot.flow.kinds.registry import KINDS, plan, redrawn
+from bot.flow.answering import Shape
+from bot.flow.kinds.base import Kind
+from bot.flow.kinds import registry as kinds
+from bot.flow.kinds.registry import plan, redrawn
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source, StoredRequestError, request_from_json
 from bot.webapp.auth import Unauthorized, WebAppUser, from_header
@@ -216,7 +218,7 @@ class WebApp:
         user, lang = await self._caller(request)
         shown, _ = await self._find(user.id, request.match_info["id"], lang)
         style = self.st.styles.resolve((await self.st.stores.users.prefs(user.id)).style) or self.st.styles.default
-        return await self._start(await self._request(user.id, lang, shown, style, PREVIEW_SETTINGS, kind="tiles",
+        return await self._start(await self._request(user.id, lang, shown, style, PREVIEW_SETTINGS, kind=kinds.TILES,
                                                      styles=tuple(self.st.styles.ordered)))
 
     async def _draw(self, request: web.Request) -> web.Response:
@@ -239,9 +241,9 @@ class WebApp:
         if body.get("as") not in ("photo", "sticker"):
             raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
         shown, _ = await self._find(user.id, request.match_info["id"], lang)
-        kind = "sticker" if body["as"] == "sticker" else redrawn(shown.settings)
-        return await self._start(await self._request(user.id, lang, shown, shown.style,
-                                                     KINDS[kind].settings(shown.settings), kind, answer="chat"))
+        kind = kinds.STICKER if body["as"] == "sticker" else redrawn(shown.settings)
+        return await self._start(await self._request(user.id, lang, shown, shown.style, shown.settings, kind,
+                                                     answer="chat"))
 
     async def _hd(self, request: web.Request) -> web.Response:
         """The result doubled by Real-CUGAN (bot/flow/kinds/hd.py), for its ``hd`` picture: one photo of the
@@ -250,17 +252,16 @@ class WebApp:
         if not self.st.hd:
             raise _error(web.HTTPConflict, t(lang, "hd_off"))
         shown, _ = await self._find(user.id, request.match_info["id"], lang)
-        return await self._start(await self._request(user.id, lang, shown, shown.style,
-                                                     KINDS["hd"].settings(shown.settings), "hd"))
+        return await self._start(await self._request(user.id, lang, shown, shown.style, shown.settings, kinds.DOUBLED))
 
     async def _request(self, user_id: int, lang: str, shown: ShownResult[ConvertSettings], style: str,
-                       settings: ConvertSettings, kind: str, answer: str = "app", styles: tuple[str, ...] = ()
+                       settings: ConvertSettings, kind: Kind, answer: str = "app", styles: tuple[str, ...] = ()
                        ) -> Request:
         file_id = await self.st.stores.uploads.file_id_of(shown.content_sha256)
         if file_id is None:
             raise _error(web.HTTPNotFound, t(lang, "webapp_gone"))
         return Request(job_id=f"app-{secrets.token_urlsafe(12)}", chat_id=user_id, user_id=user_id, reply_to=None,
-                       lang=lang, style=style, settings=settings, kind=kind, styles=styles, answer=answer,
+                       lang=lang, style=style, settings=settings, kind=kind.name, styles=styles, answer=answer,
                        sources=(Source(file_id, sha256=shown.content_sha256, spoiler=shown.spoiler),))
 
     async def _start(self, req: Request) -> web.Response:
@@ -316,7 +317,7 @@ class WebApp:
         if state != "done":
             return {"state": "failed", "ahead": None, "result": None, "error": t(lang, "internal"), "stalled": False}
         result = None
-        if req.answer == "app" and plan(req).shape != TILES:
+        if req.answer == "app" and plan(req).shape != Shape.TILES:
             shown = ShownResult(user_id, req.sources[0].sha256 or "", req.style, req.settings, req.sources[0].spoiler)
             rid = await self.st.buttons.id_for(shown)
             if (found := await self._lookup(user_id, rid)) is not None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from PIL import Image, ImageOps
 
-from bot.flow.kinds.registry import KINDS
+from bot.flow.kinds.registry import DOUBLED
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.styles import Styles
 from bot.webapp.photos import Originals
@@ -44,8 +44,8 @@ def tile_key(styles: Styles, content_sha256: str, style: str) -> str:
 
 def hd_key(styles: Styles, shown: ShownResult[ConvertSettings]) -> str:
     """The cache key of a result's HD: the drawing's own, with HD's revision (as bot/flow/results.py keeps it)."""
-    version = styles.version(shown.style, KINDS["hd"].settings(shown.settings))
-    return result_key(shown.content_sha256, shown.style, KINDS["hd"].version(version))
+    version = styles.version(shown.style, DOUBLED.settings(shown.settings))
+    return result_key(shown.content_sha256, shown.style, DOUBLED.version(version))
 
 
 class Pictures:

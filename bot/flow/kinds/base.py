@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import ClassVar, Protocol
 
 from bot.flow.access import Refusal
-from bot.flow.answering import PICTURES, Answer
+from bot.flow.answering import Answer, Shape
 from bot.flow.drawn import Drawn
 from bot.flow.errand import Errand
 from bot.flow.requests import Failed, Request, Source
@@ -54,7 +54,7 @@ class Kind:
     of this folder) changes the answers where it differs."""
 
     name: ClassVar[str]
-    shape: ClassVar[str] = PICTURES
+    shape: ClassVar[Shape] = Shape.PICTURES
     lite: ClassVar[bool] = True  # a long queue may draw it in the style's lite version instead
     divisible: ClassVar[bool] = True  # over a limit, its first drawings are drawn and the rest left out
     keeps_photo: ClassVar[bool] = True  # its photo becomes the user's last, which /style previews
@@ -71,8 +71,14 @@ class Kind:
         return version
 
     def settings(self, base: ConvertSettings) -> ConvertSettings:
-        """The settings it is drawn at, made from the result's or the chat's (a preset for some kinds)."""
+        """The settings it is drawn at, made from the result's or the chat's (a preset for some kinds). The
+        flow applies it as it takes a request on (bot/flow/runner.py), so a preset is never the caller's."""
         return base
+
+    def aim(self, style: str, album: Sequence[str]) -> tuple[str | None, tuple[str, ...]]:
+        """The style a press on a result in ``style`` draws, and the styles it draws in beside (``album``:
+        the styles an album of this result would hold, as the chat lays them out). Most kinds: that style."""
+        return style, ()
 
     def items(self, req: Request) -> list[tuple[Source, str]]:
         """Every drawing the request asks for: each photo in each style (never both more than one)."""

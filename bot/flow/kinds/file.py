@@ -1,9 +1,9 @@
 """Full size: a result sent again as a file, uncompressed (Telegram recompresses photos)."""
-from bot.flow.answering import FILES
+from bot.flow.answering import Shape
 from bot.flow.kinds.base import Kind
 
 
 class File(Kind):
     name = "file"
-    shape = FILES
+    shape = Shape.FILES
     lite = False  # a file is asked for its detail

@@ -8,7 +8,7 @@ fits Telegram's photo limits (bot/chat/replies.py).
 """
 from __future__ import annotations
 
-from bot.flow.answering import LARGE
+from bot.flow.answering import Shape
 from bot.flow.drawn import Drawn
 from bot.flow.errand import Errand
 from bot.flow.kinds.base import Drawing, Kind
@@ -19,7 +19,7 @@ HD_REVISION = 1  # raise when a change to the doubling changes its bytes (a new 
 
 class HD(Kind):
     name = "hd"
-    shape = LARGE
+    shape = Shape.LARGE
     lite = False  # the drawing it doubles is the one the user has, in its own style
     waiting_words = "hd_making"  # not "Drawing…": the picture is drawn already
 

@@ -13,14 +13,18 @@ from bot.flow.kinds.styles import AllStyles
 from bot.flow.requests import Request
 from inference.pipeline import ConvertSettings
 
+# Each kind, as the code outside bot/flow/kinds/ names it: by the object, never by its name (the name is what
+# a journal row and a worker's message carry).
+PHOTO, ALL_STYLES, PREVIEW, TILES, FILE = Photo(), AllStyles(), Preview(), Tiles(), File()
+STICKER, AVATAR, CUTOUT, DOUBLED = Sticker(), Avatar(), Cutout(), HD()
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
-    Photo(), AllStyles(), Preview(), Tiles(), File(), Sticker(), Avatar(), Cutout(), HD())}
+    PHOTO, ALL_STYLES, PREVIEW, TILES, FILE, STICKER, AVATAR, CUTOUT, DOUBLED)}
 
 
-def redrawn(settings: ConvertSettings) -> str:
+def redrawn(settings: ConvertSettings) -> Kind:
     """The kind that draws a result again as it was drawn (a redraw in another style): an avatar stays an
     avatar, a sticker a sticker; anything else is shown as a picture."""
-    return "avatar" if settings.avatar else "sticker" if settings.cut == "sticker" else "photo"
+    return AVATAR if settings.avatar else STICKER if settings.cut == "sticker" else PHOTO
 
 
 def plan(req: Request) -> Kind:

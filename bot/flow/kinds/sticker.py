@@ -1,5 +1,5 @@
 """A sticker: the photo's person drawn and cut out, into the user's own set (bot/chat/stickers.py)."""
-from bot.flow.answering import STICKER
+from bot.flow.answering import Shape
 from bot.flow.kinds import presets
 from bot.flow.kinds.base import Kind
 from inference.pipeline import ConvertSettings
@@ -7,7 +7,7 @@ from inference.pipeline import ConvertSettings
 
 class Sticker(Kind):
     name = "sticker"
-    shape = STICKER
+    shape = Shape.STICKER
 
     def settings(self, base: ConvertSettings) -> ConvertSettings:
         return presets.sticker(base)
