@@ -162,3 +162,23 @@ def test_only_the_database_commits() -> None:
     committing = sorted(str(path.relative_to(REPO)) for package in FLOORS for path in (REPO / package).rglob("*.py")
                         if ".commit()" in path.read_text())
     assert committing == ["storage/database.py"]
+
+
+def test_no_code_outside_the_kinds_picks_a_kind_by_its_name() -> None:
+    """A kind is one module of bot/flow/kinds/; elsewhere it is named by its object (registry.STICKER), so a
+    new kind, or a renamed one, touches no handler. Its name is only what a journal row carries."""
+    names = {"photo", "styles", "preview", "tiles", "file", "sticker", "avatar", "cutout", "hd"}
+    found = []
+    for path in (REPO / "bot").rglob("*.py"):
+        if "kinds" in path.parts or path.name == "requests.py":  # requests.py reads rows written before kinds
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "KINDS":
+                found.append(f"{path.name}:{node.lineno} KINDS[...]")
+            if isinstance(node, ast.keyword) and node.arg == "kind" and isinstance(node.value, ast.Constant) \
+                    and node.value.value in names:
+                found.append(f"{path.name}:{node.lineno} kind={node.value.value!r}")
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "kind" and any(
+                    isinstance(c, ast.Constant) and c.value in names for c in node.comparators):
+                found.append(f"{path.name}:{node.lineno} kind == ...")
+    assert not found, "kinds picked by name outside bot/flow/kinds/:\n" + "\n".join(found)
