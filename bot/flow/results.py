@@ -25,6 +25,7 @@ from bot.flow import previews
 from bot.flow.admission import Admission, FlowSettings
 from bot.flow.drawn import Drawn
 from bot.flow.errand import Errand, Fetched
+from bot.flow.keys import drawing_version
 from bot.flow.kinds.registry import plan
 from bot.flow.requests import Failed, Request, Source
 from bot.flow.retry import retrying
@@ -42,7 +43,6 @@ from storage.stores import Stores
 log = logging.getLogger("animebot.jobs")
 
 DOWNLOAD_LIMIT = 20 * 1024 * 1024  # the Bot API's getFile limit
-CLIP_REVISION = 1  # raise when a change to the clip pipeline changes its results (a new cache key)
 
 class DrawingStopped(Exception):
     """What a request waiting for another's drawing of the same result gets when that request was
@@ -161,11 +161,7 @@ class Results:
     def version(self, src: Source, style: str, req: Request) -> str:
         """What besides the bytes and the style decides the result: the drawing settings, and for a
         clip how it is sent and the limits it is drawn under."""
-        version = self.styles.version(style, req.settings)
-        if not src.clip:
-            return version
-        limits = self._clip_limits(req)
-        return f"{version}|{src.kind}:{limits.max_seconds:g}s:{limits.max_fps:g}fps:{limits.max_side}px:{CLIP_REVISION}"
+        return drawing_version(self.styles, style, req.settings, src, self._clip_limits(req) if src.clip else None)
 
     async def doubled(self, errand: Errand, base: Drawn) -> Drawn:
         """``base`` doubled by Real-CUGAN (HD, bot/flow/kinds/hd.py): from the cache, from the same doubling

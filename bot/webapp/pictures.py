@@ -19,13 +19,14 @@ from typing import Any
 
 from PIL import Image, ImageOps
 
+from bot.flow.keys import picture_key
 from bot.flow.kinds.registry import DOUBLED
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.styles import Styles
 from bot.webapp.photos import Originals
 from inference.pipeline import ConvertSettings
 from storage.buttons import ShownResult
-from storage.cache import CachedResult, ResultCache, result_key
+from storage.cache import CachedResult, ResultCache
 
 THUMB_SIDE = 240  # a list tile is a third of a phone's width, at twice its pixels
 THUMBS_KEPT = 512  # about 10 KB each
@@ -33,19 +34,17 @@ THUMBS_KEPT = 512  # about 10 KB each
 
 def drawing_key(styles: Styles, shown: ShownResult[ConvertSettings], **change: Any) -> str:
     """The cache key of the drawing a result's buttons name, with ``change`` made to its settings."""
-    settings = replace(shown.settings, **change)
-    return result_key(shown.content_sha256, shown.style, styles.version(shown.style, settings))
+    return picture_key(styles, shown.content_sha256, shown.style, replace(shown.settings, **change))
 
 
 def tile_key(styles: Styles, content_sha256: str, style: str) -> str:
     """The cache key of a photo's small drawing in ``style``: a tile of /style's sheet, and of the page's styles."""
-    return result_key(content_sha256, style, styles.version(style, PREVIEW_SETTINGS))
+    return picture_key(styles, content_sha256, style, PREVIEW_SETTINGS)
 
 
 def hd_key(styles: Styles, shown: ShownResult[ConvertSettings]) -> str:
-    """The cache key of a result's HD: the drawing's own, with HD's revision (as bot/flow/results.py keeps it)."""
-    version = styles.version(shown.style, DOUBLED.settings(shown.settings))
-    return result_key(shown.content_sha256, shown.style, DOUBLED.version(version))
+    """The cache key of a result's HD."""
+    return picture_key(styles, shown.content_sha256, shown.style, shown.settings, DOUBLED)
 
 
 class Pictures:

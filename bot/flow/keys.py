@@ -1,0 +1,32 @@
+"""The cache key of every result, in one place: what the flow stores a drawing under is what the Mini App
+looks it up by (bot/webapp/pictures.py), so the two can never drift apart.
+
+A key is the photo's hash, the style, and a version naming everything else that makes the result's bytes:
+the drawing settings (with the kind's preset), the kind's own part (HD's revision), and for a clip how it
+is sent and the limits it is drawn under.
+"""
+from __future__ import annotations
+
+from bot.flow.kinds.base import Kind
+from bot.flow.kinds.registry import PHOTO
+from bot.flow.requests import Source
+from bot.styles import Styles
+from inference.clip_settings import ClipLimits
+from inference.pipeline import ConvertSettings
+from storage.cache import result_key
+
+CLIP_REVISION = 1  # raise when a change to the clip pipeline changes its results (a new cache key)
+
+
+def drawing_version(styles: Styles, style: str, settings: ConvertSettings, src: Source | None = None,
+                    clip: ClipLimits | None = None) -> str:
+    """The version of a drawing in ``style`` at ``settings``; of a clip (``src``), with its limits too."""
+    version = styles.version(style, settings)
+    if src is None or not src.clip or clip is None:
+        return version
+    return f"{version}|{src.kind}:{clip.max_seconds:g}s:{clip.max_fps:g}fps:{clip.max_side}px:{CLIP_REVISION}"
+
+
+def picture_key(styles: Styles, content_sha256: str, style: str, settings: ConvertSettings, kind: Kind = PHOTO) -> str:
+    """The cache key of a still picture drawn in ``style`` as ``kind`` makes it from ``settings``."""
+    return result_key(content_sha256, style, kind.version(styles.version(style, kind.settings(settings))))
