@@ -189,10 +189,23 @@ def stylize_crops(crops: list[np.ndarray], model: Stylizer) -> list[np.ndarray]:
     return list(np.clip(np.rint((y + 1.0) * 127.5), 0, 255).astype(np.uint8))
 
 
+@dataclass
+class _Prepared:
+    """A photo made ready to draw: the part drawn at the result's size, and what the later steps need of it."""
+
+    small: Image.Image  # what the model draws
+    original: np.ndarray | None  # the decoded part at full size, for the face pass (None without one)
+    input_size: tuple[int, int]  # the file's own size
+    frames: int
+    to_file: float  # the file's pixels per decoded pixel: undoes a reduced decode, for the faces' boxes
+    seen: list[sticker.Box] | None  # the faces a sticker's cut is decided by, in ``small``; None: no detector
+
+
 def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = ConvertSettings(),
                   face_tools: FaceTools | None = None, finder: FaceDetector | None = None,
                   segmenter: Segmenter | None = None) -> Converted:
-    """The whole pipeline on one file's bytes. Raises ImageError for bad input.
+    """The whole pipeline on one file's bytes: prepare, draw, the face pass, colours, then cut and encode.
+    Raises ImageError for bad input.
 
     The face pass runs when ``settings.faces`` is on and ``face_tools`` is
     given; without them the result is exactly the whole-image pass. An avatar
@@ -202,21 +215,42 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     a person (:func:`sticker.how_to_cut`), or else by an oval.
     """
     t0 = time.perf_counter()
-    faces_on = settings.faces and face_tools is not None
-    # A reduced JPEG decode keeps at least three times the result's size. At 1x,
-    # libjpeg's DCT scaling left tall_1280x1707 only 26 dB from a full decode
-    # after the resize; at 2x, large_1365x2048 upscaled to 12 MP (decoded at
-    # 1/2) came out 37.0 dB from the reference's output; at 3x every bench photo
-    # is 39.7 dB or more, for 0.15 s more decoding of a 12 MP photo. Face crops
-    # want those pixels too.
+    ready = _prepare(data, model, settings, finder, faces=settings.faces and face_tools is not None)
+    t1 = time.perf_counter()
+    anime = np.asarray(stylize(ready.small, model))
+    timings = {"decode_s": t1 - t0, "model_s": time.perf_counter() - t1}
+    reports: list[dict[str, object]] = []
+    if face_tools is not None and ready.original is not None:
+        anime, reports = _faces(ready, anime, model, face_tools, timings)
+    if settings.keep_colours:
+        anime = keep_colours(np.asarray(ready.small), anime)
+    if settings.strength < 100:
+        anime = blend(np.asarray(ready.small), anime, settings.strength / 100)
+    t4 = time.perf_counter()
+    out, size, cut = _encoded(anime, ready, settings, segmenter)
+    if settings.cut:
+        timings["cut_s"] = time.perf_counter() - t4
+    timings["encode_s"] = time.perf_counter() - t4
+    return Converted(data=out, input_size=ready.input_size, output_size=size, style=model.style,
+                     backend=model.backend, timings=timings, faces=reports, frames=ready.frames, cut=cut)
+
+
+def _prepare(data: bytes, model: Stylizer, settings: ConvertSettings, finder: FaceDetector | None,
+             faces: bool) -> _Prepared:
+    """Decode (reduced where the result allows), crop an avatar's square or a sticker's subject, resize.
+
+    A reduced JPEG decode keeps at least three times the result's size. At 1x, libjpeg's DCT scaling left
+    tall_1280x1707 only 26 dB from a full decode after the resize; at 2x, large_1365x2048 upscaled to 12 MP
+    (decoded at 1/2) came out 37.0 dB from the reference's output; at 3x every bench photo is 39.7 dB or
+    more, for 0.15 s more decoding of a 12 MP photo. Face crops want those pixels too.
+    """
     shown = _header_size(data)
     result = fit_size(*shown, settings.max_side) if shown else None
     ahead = _compile_ahead(model, result)
     photo = decode(data, settings.limits, at_least=3 * (max(result) if result else settings.max_side))
     input_size = photo.info.get("source_size", photo.size)
-    frames = photo.info.get("frames", 1)
-    to_file = input_size[0] / photo.width  # undoes a reduced decode, for the faces' boxes
-    seen: list[sticker.Box] | None = None  # the faces a sticker's cut is decided by; None: no detector
+    to_file = input_size[0] / photo.width
+    seen: list[sticker.Box] | None = None
     box = (0, 0, *photo.size)  # the part of the photo drawn
     if settings.avatar or settings.cut:
         seen = [f.box for f in finder.detect(np.asarray(photo))] if finder is not None else None
@@ -229,62 +263,50 @@ def convert_bytes(data: bytes, model: Stylizer, settings: ConvertSettings = Conv
     small = resize(photo, settings.max_side)
     if seen is not None:
         seen = sticker.in_crop(seen, box, small.width / photo.width)
-    # The face pass reads the decoded photo as an array; the decoded image itself goes now, so a
-    # 16 MP photo is held once (48 MB) while the model runs, and not at all without the pass.
-    original = np.asarray(photo) if faces_on else None
+    # The face pass reads the decoded photo as an array; the decoded image itself goes now (the caller
+    # holds none of it), so a 16 MP photo is held once (48 MB) while the model runs, and not at all
+    # without the pass.
+    frames = photo.info.get("frames", 1)
+    original = np.asarray(photo) if faces else None
     del photo
     if ahead is not None:
         ahead.join()
-    t1 = time.perf_counter()
-    anime = np.asarray(stylize(small, model))
+    return _Prepared(small, original, input_size, frames, to_file, seen)
+
+
+def _faces(ready: _Prepared, anime: np.ndarray, model: Stylizer, face_tools: FaceTools,
+           timings: dict[str, float]) -> tuple[np.ndarray, list[dict[str, object]]]:
+    """The face pass over the whole image's drawing; its timings go into ``timings``."""
+    assert ready.original is not None
     t2 = time.perf_counter()
-    timings = {"decode_s": t1 - t0, "model_s": t2 - t1}
-    reports: list[dict[str, object]] = []
-    if face_tools is not None and original is not None:  # faces_on
-        found = face_tools.detector.detect(original)  # its buffers are small and stay allocated
-        t3 = time.perf_counter()
-        tools = face_tools
+    found = face_tools.detector.detect(ready.original)  # its buffers are small and stay allocated
+    t3 = time.perf_counter()
 
-        def draw_faces(crops: list[np.ndarray]) -> list[np.ndarray]:
-            # The whole image's model and the face model never need their buffers at once: the
-            # whole image's are freed before the first face is drawn (they come back with its
-            # next inference, 0.04 s) and the face model's after its faces, so a worker peaks at
-            # the larger pass, not at the sum. A photo with no face to draw frees nothing.
-            release_buffers(model)
-            return stylize_crops(crops, tools.model)
+    def draw_faces(crops: list[np.ndarray]) -> list[np.ndarray]:
+        # The whole image's model and the face model never need their buffers at once: the whole
+        # image's are freed before the first face is drawn (they come back with its next inference,
+        # 0.04 s) and the face model's after its faces, so a worker peaks at the larger pass, not at
+        # the sum. A photo with no face to draw frees nothing.
+        release_buffers(model)
+        return stylize_crops(crops, face_tools.model)
 
-        anime, used = face_pass(original, anime, found, draw_faces, face_model=face_tools.model.style != model.style,
-                                framing=face_tools.framing)
-        if used:
-            release_buffers(face_tools.model)
-        timings.update(detect_s=t3 - t2, faces_s=time.perf_counter() - t3)
-        reports = [{**f.report(to_file), "pass": f in used} for f in found]
-    if settings.keep_colours:
-        anime = keep_colours(np.asarray(small), anime)
-    if settings.strength < 100:
-        anime = blend(np.asarray(small), anime, settings.strength / 100)
-    t4 = time.perf_counter()
-    cut, size = "", small.size
-    if settings.cut:
-        mask = segmenter.mask(np.asarray(small)) if segmenter is not None else None
-        alpha, how = sticker.person_alpha(mask, *small.size, seen)
-        cut = "oval" if how == "oval" else "person"
-        person = sticker.cut_out(anime, alpha)
-        picture = sticker.sticker(person) if settings.cut == "sticker" else person
-        out = sticker.webp(picture) if settings.fmt == "webp" else encode(picture, settings.fmt, settings.jpeg_quality)
-        size = picture.size
-        timings["cut_s"] = time.perf_counter() - t4
-    else:
-        out = encode(Image.fromarray(anime, "RGB"), settings.fmt, settings.jpeg_quality)
-    timings["encode_s"] = time.perf_counter() - t4
-    return Converted(
-        data=out,
-        input_size=input_size,
-        output_size=size,
-        style=model.style,
-        backend=model.backend,
-        timings=timings,
-        faces=reports,
-        frames=frames,
-        cut=cut,
-    )
+    anime, used = face_pass(ready.original, anime, found, draw_faces, face_model=face_tools.model.style != model.style,
+                            framing=face_tools.framing)
+    if used:
+        release_buffers(face_tools.model)
+    timings.update(detect_s=t3 - t2, faces_s=time.perf_counter() - t3)
+    return anime, [{**f.report(ready.to_file), "pass": f in used} for f in found]
+
+
+def _encoded(anime: np.ndarray, ready: _Prepared, settings: ConvertSettings, segmenter: Segmenter | None
+             ) -> tuple[bytes, tuple[int, int], str]:
+    """The drawing as the file asked for: cut out (a sticker, a cut-out) or whole; with its size and how it
+    was cut ("person", "oval", or "" for none)."""
+    if not settings.cut:
+        return encode(Image.fromarray(anime, "RGB"), settings.fmt, settings.jpeg_quality), ready.small.size, ""
+    mask = segmenter.mask(np.asarray(ready.small)) if segmenter is not None else None
+    alpha, how = sticker.person_alpha(mask, *ready.small.size, ready.seen)
+    person = sticker.cut_out(anime, alpha)
+    picture = sticker.sticker(person) if settings.cut == "sticker" else person
+    out = sticker.webp(picture) if settings.fmt == "webp" else encode(picture, settings.fmt, settings.jpeg_quality)
+    return out, picture.size, "oval" if how == "oval" else "person"
