@@ -35,17 +35,27 @@ from weights.store import ModelStore
 
 log = logging.getLogger("animebot")
 
+# The commands, by name; each handler reads its update through on_message (bot/chat/context.py).
+COMMANDS = {"start": commands.start, "stats": commands.stats_command, "help": commands.help_command,
+            "about": commands.about, "style": commands.style_command, "lang": commands.lang_command,
+            "settings": commands.settings_command, "privacy": privacy.privacy_command,
+            "forget": privacy.forget_command}
+# The buttons, by the pattern of their callback data (bot/chat/keyboards.py); a press no pattern matches is
+# told the button is not ours (presses.unknown_button, registered last).
+PRESSES = [(keyboards.REDRAW, presses.redraw_button), (keyboards.FULL_SIZE, presses.full_size_button),
+           (keyboards.CANCEL, presses.cancel_button), (keyboards.ALL_STYLES, presses.all_styles_button),
+           (keyboards.AVATAR, presses.avatar_button), (keyboards.STICKER, presses.sticker_button),
+           (keyboards.CUTOUT, presses.cutout_button), (keyboards.HD, presses.hd_button),
+           (keyboards.PREVIEW_MINE, presses.preview_button), (keyboards.SET_STYLE, presses.style_button),
+           (keyboards.SET_LANG, presses.lang_button), (keyboards.SET_OPTION, presses.option_button),
+           (keyboards.FORGET_ASK, privacy.settings_forget_button), (keyboards.FORGET_YES, privacy.confirm_button),
+           (keyboards.FORGET_NO, privacy.keep_button)]
+
+
 def build_application(cfg: Config) -> tuple[Application, Styles]:
     """The bot and the styles it offers. Fails early, before any network, if no style is installed."""
-    settings = ConvertSettings(max_side=cfg.max_side)
-    styles = Styles.from_store(ModelStore(cfg.home), cfg.default_style, settings)
-    for style, lite in cfg.fast_styles:
-        if styles.resolve(style) != style or styles.resolve(lite) != lite:
-            raise ConfigError(f"ANIMEBOT_FAST_MODE: {style} and {lite} must both be installed styles "
-                              f"(installed: {', '.join(styles.names)}); make a lite one with animebot prune")
-    # Clip durations as timedeltas, the type python-telegram-bot 23 makes the only one; without
-    # this opt-in, 22.x warns at every clip (bot/chat/photos.py reads either type).
-    os.environ.setdefault("PTB_TIMEDELTA", "true")
+    styles = offered_styles(cfg)
+    _clip_durations_as_timedeltas()
     app = (
         Application.builder()
         .token(cfg.token.get_secret_value())
@@ -56,40 +66,43 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
         .rate_limiter(AIORateLimiter(max_retries=3))  # short floods; bot/flow/retry.py waits out longer ones
         .build()
     )
+    route(app)
+    return app, styles
+
+
+def offered_styles(cfg: Config) -> Styles:
+    """The installed styles; fast mode's pairs must both be among them."""
+    styles = Styles.from_store(ModelStore(cfg.home), cfg.default_style, ConvertSettings(max_side=cfg.max_side))
+    for style, lite in cfg.fast_styles:
+        if styles.resolve(style) != style or styles.resolve(lite) != lite:
+            raise ConfigError(f"ANIMEBOT_FAST_MODE: {style} and {lite} must both be installed styles "
+                              f"(installed: {', '.join(styles.names)}); make a lite one with animebot prune")
+    return styles
+
+
+def _clip_durations_as_timedeltas() -> None:
+    """Clip durations as timedeltas, the type python-telegram-bot 23 makes the only one. It is a process-wide
+    opt-in, read from the environment by the library; without it, 22.x warns at every clip (bot/chat/photos.py
+    reads either type)."""
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
+
+
+def route(app: Application) -> None:
+    """Which handler answers which update. Every handler but the gate and the error handler reads its update
+    through on_message or on_press (bot/chat/context.py), which narrow python-telegram-bot's optional fields
+    once, here."""
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
     images = filters.PHOTO | filters.Document.ALL | filters.ANIMATION | filters.VIDEO | filters.VIDEO_NOTE
-    # Every handler but the gate and the error handler reads its update through on_message or
-    # on_press (bot/chat/context.py), which narrow python-telegram-bot's optional fields once, here.
     app.add_handler(TypeHandler(Update, commands.gate), group=-1)  # the allowlist, before everything
-    app.add_handler(CommandHandler("start", on_message(commands.start)))
-    app.add_handler(CommandHandler("stats", on_message(commands.stats_command)))
-    app.add_handler(CommandHandler("help", on_message(commands.help_command)))
-    app.add_handler(CommandHandler("about", on_message(commands.about)))
-    app.add_handler(CommandHandler("style", on_message(commands.style_command)))
-    app.add_handler(CommandHandler("lang", on_message(commands.lang_command)))
-    app.add_handler(CommandHandler("settings", on_message(commands.settings_command)))
-    app.add_handler(CommandHandler("privacy", on_message(privacy.privacy_command)))
-    app.add_handler(CommandHandler("forget", on_message(privacy.forget_command)))
+    for name, command in COMMANDS.items():
+        app.add_handler(CommandHandler(name, on_message(command)))
     # /anime by its text, not only as a bot_command entity, with our own @name check
     app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), on_message(photos.anime)))
     app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.STICKER_COMMAND), on_message(photos.sticker)))
     app.add_handler(MessageHandler(private & images, on_message(photos.private_media)))
     app.add_handler(MessageHandler(groups & images, on_message(photos.group_media)))
-    app.add_handler(CallbackQueryHandler(on_press(presses.redraw_button), pattern=keyboards.REDRAW))
-    app.add_handler(CallbackQueryHandler(on_press(presses.full_size_button), pattern=keyboards.FULL_SIZE))
-    app.add_handler(CallbackQueryHandler(on_press(presses.cancel_button), pattern=keyboards.CANCEL))
-    app.add_handler(CallbackQueryHandler(on_press(presses.all_styles_button), pattern=keyboards.ALL_STYLES))
-    app.add_handler(CallbackQueryHandler(on_press(presses.avatar_button), pattern=keyboards.AVATAR))
-    app.add_handler(CallbackQueryHandler(on_press(presses.sticker_button), pattern=keyboards.STICKER))
-    app.add_handler(CallbackQueryHandler(on_press(presses.cutout_button), pattern=keyboards.CUTOUT))
-    app.add_handler(CallbackQueryHandler(on_press(presses.hd_button), pattern=keyboards.HD))
-    app.add_handler(CallbackQueryHandler(on_press(presses.preview_button), pattern=keyboards.PREVIEW_MINE))
-    app.add_handler(CallbackQueryHandler(on_press(presses.style_button), pattern=keyboards.SET_STYLE))
-    app.add_handler(CallbackQueryHandler(on_press(presses.lang_button), pattern=keyboards.SET_LANG))
-    app.add_handler(CallbackQueryHandler(on_press(presses.option_button), pattern=keyboards.SET_OPTION))
-    app.add_handler(CallbackQueryHandler(on_press(privacy.settings_forget_button), pattern=keyboards.FORGET_ASK))
-    app.add_handler(CallbackQueryHandler(on_press(privacy.confirm_button), pattern=keyboards.FORGET_YES))
-    app.add_handler(CallbackQueryHandler(on_press(privacy.keep_button), pattern=keyboards.FORGET_NO))
+    for pattern, press in PRESSES:
+        app.add_handler(CallbackQueryHandler(on_press(press), pattern=pattern))
     app.add_handler(CallbackQueryHandler(on_press(presses.unknown_button)))
     app.add_handler(InlineQueryHandler(inline.inline_query))  # @bot in any chat: the user's own results
     others = filters.Sticker.ALL | filters.VOICE | filters.AUDIO | filters.LOCATION | filters.CONTACT
@@ -97,7 +110,6 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
     app.add_handler(MessageHandler(private & filters.COMMAND, on_message(commands.unknown_command)))
     app.add_handler(MessageHandler(private & filters.TEXT, on_message(commands.text_hint)))
     app.add_error_handler(commands.on_error)
-    return app, styles
 
 
 def run(cfg: Config) -> None:
