@@ -26,7 +26,7 @@ from bench.speed import quality
 from inference.backends import TorchStylizer
 from inference.engine import build_animeganv2
 from inference.pipeline import resize, stylize
-from inference.prune import distill, parameter_count, prune
+from inference.prune import Budget, Recipe, distill, parameter_count, prune
 from weights.store import ModelStore
 
 PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
@@ -81,8 +81,8 @@ def main() -> None:
             if trained >= args.minutes - 1e-9:
                 break
             session = min(args.every, args.minutes - trained)
-            distill(student, teacher, photos, session * 60, crop=args.crop, batch=args.batch,
-                    eval_every=10**9, checkpoint=checkpoint, seed=len(rows))  # fresh crops each session
+            distill(student, teacher, photos, Budget(session * 60),  # fresh crops each session
+                    Recipe(crop=args.crop, batch=args.batch, eval_every=10**9, seed=len(rows)), checkpoint=checkpoint)
             trained += session
     print(json.dumps(rows))
 

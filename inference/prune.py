@@ -133,26 +133,48 @@ class Progress:
     held_out_loss: float
 
 
-def distill(student: Generator, teacher: Generator, photos: Sequence[np.ndarray], seconds: float = math.inf,
-            device: str = "cpu", crop: int = 256, batch: int = 8, lr: float = 2e-4, eval_every: int = 50,
-            checkpoint: Path | None = None, on_progress: Callable[[Progress], None] | None = None,
-            seed: int = 0, max_steps: int | None = None) -> list[Progress]:
-    """Train ``student`` to match ``teacher`` for ``seconds`` more (resuming from ``checkpoint``),
-    or for ``max_steps`` more steps, whichever ends first.
+@dataclass(frozen=True)
+class Budget:
+    """How much more training a session may do: ``seconds`` of wall-clock time, ``max_steps`` steps, or
+    whichever ends first. A user budgets time (``animebot prune --minutes``); a test budgets steps, so
+    that what it checks does not depend on how busy the machine is."""
 
-    A user budgets wall-clock time (``animebot prune --minutes``); a test
-    budgets steps, so that what it checks does not depend on how busy the
-    machine is. The last photo is held out: its fixed crops measure
-    progress, so the reported loss is on pixels the student never trained on.
+    seconds: float = math.inf
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.seconds == math.inf and self.max_steps is None:
+            raise ValueError("distill needs a budget: seconds, max_steps or both")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How the student is trained: square crops of ``crop`` px, ``batch`` of them a step, Adam at ``lr``,
+    measured on the held-out crops every ``eval_every`` steps, the crops drawn from ``seed``."""
+
+    crop: int = 256
+    batch: int = 8
+    lr: float = 2e-4
+    eval_every: int = 50
+    seed: int = 0
+
+
+def distill(student: Generator, teacher: Generator, photos: Sequence[np.ndarray], budget: Budget,
+            recipe: Recipe = Recipe(), device: str = "cpu", checkpoint: Path | None = None,
+            on_progress: Callable[[Progress], None] | None = None) -> list[Progress]:
+    """Train ``student`` to match ``teacher`` within ``budget`` (resuming from ``checkpoint``).
+
+    The last photo is held out: its fixed crops measure progress, so the reported loss is on pixels the
+    student never trained on.
     """
-    if seconds == math.inf and max_steps is None:
-        raise ValueError("distill needs a budget: seconds, max_steps or both")
+    crop, batch, seed = recipe.crop, recipe.batch, recipe.seed
+    seconds, max_steps = budget.seconds, budget.max_steps
     train, held = (photos[:-1], photos[-1:]) if len(photos) > 1 else (photos, photos)
     rng = np.random.default_rng(seed)
     held_x = random_crops(held, batch, crop, np.random.default_rng(seed + 1)).to(device)
     teacher = teacher.to(device).eval()
     student = student.to(device).train()
-    opt = torch.optim.Adam(student.parameters(), lr=lr)
+    opt = torch.optim.Adam(student.parameters(), lr=recipe.lr)
     done_s, step = 0.0, 0
     if checkpoint is not None and checkpoint.is_file():
         state = torch.load(checkpoint, map_location=device, weights_only=True)
@@ -191,7 +213,7 @@ def distill(student: Generator, teacher: Generator, photos: Sequence[np.ndarray]
         loss.backward()
         opt.step()
         step += 1
-        if step % eval_every == 0:
+        if step % recipe.eval_every == 0:
             history.append(Progress(step, elapsed(), float(loss.detach()), held_out()))
             if on_progress:
                 on_progress(history[-1])

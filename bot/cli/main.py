@@ -185,7 +185,7 @@ def _prune(args: argparse.Namespace) -> int:
     import torch
 
     from inference.engine import build_animeganv2
-    from inference.prune import distill, parameter_count, prune, save_lite
+    from inference.prune import Budget, distill, parameter_count, prune, save_lite
 
     if not 0.3 <= args.width <= 1.0:
         raise AnimebotError("--width must be between 0.3 and 1")
@@ -204,7 +204,7 @@ def _prune(args: argparse.Namespace) -> int:
     print(f"{name}: {parameter_count(teacher):,} -> {parameter_count(student):,} parameters; "
           f"training on {len(photos)} photos on {device} for {args.minutes:g} min"
           + (" (resuming)" if checkpoint.is_file() else ""))
-    history = distill(student, teacher, photos, args.minutes * 60, device=device, checkpoint=checkpoint,
+    history = distill(student, teacher, photos, Budget(args.minutes * 60), device=device, checkpoint=checkpoint,
                       on_progress=lambda p: print(f"  step {p.step}, {p.seconds / 60:.1f} min: "
                                                   f"held-out loss {p.held_out_loss:.4f}", flush=True))
     entry = save_lite(store, base, name, student, args.width)

@@ -7,7 +7,7 @@ import torch
 
 from inference.engine import load_stylizer
 from inference.generator import Generator, GeneratorWidths
-from inference.prune import distill, distill_loss, parameter_count, prune, random_crops, save_lite
+from inference.prune import Budget, Recipe, distill, distill_loss, parameter_count, prune, random_crops, save_lite
 from weights.store import ModelStore
 
 pytestmark = pytest.mark.slow  # every test here distils a lite generator
@@ -39,7 +39,7 @@ def test_distillation_lowers_the_loss_on_held_out_crops(teacher: Generator) -> N
     y, x = np.mgrid[0:96, 0:128]
     photos = [np.stack([(x * k) % 256, (y * 2) % 256, (x + y * k) % 256], 2).astype(np.uint8) for k in (1, 2, 3)]
     student = prune(teacher, 0.5)
-    history = distill(student, teacher, photos, max_steps=6, crop=32, batch=4, lr=1e-3, eval_every=3)
+    history = distill(student, teacher, photos, Budget(max_steps=6), Recipe(crop=32, batch=4, lr=1e-3, eval_every=3))
     assert [p.step for p in history] == [0, 3, 6]  # a step budget, not a time: the same on any machine
     assert history[-1].held_out_loss < 0.8 * history[0].held_out_loss
     crops = random_crops(photos, 2, 32, rng)
@@ -50,8 +50,10 @@ def test_distillation_lowers_the_loss_on_held_out_crops(teacher: Generator) -> N
 def test_distillation_resumes_from_its_checkpoint(teacher: Generator, tmp_path) -> None:  # type: ignore[no-untyped-def]
     photos = [np.full((64, 64, 3), v, np.uint8) for v in (40, 200)]
     ckpt = tmp_path / "lite.pt"
-    first = distill(prune(teacher, 0.5), teacher, photos, max_steps=2, crop=32, batch=2, eval_every=1, checkpoint=ckpt)
-    again = distill(prune(teacher, 0.5), teacher, photos, max_steps=2, crop=32, batch=2, eval_every=1, checkpoint=ckpt)
+    first = distill(prune(teacher, 0.5), teacher, photos, Budget(max_steps=2), Recipe(crop=32, batch=2, eval_every=1),
+                    checkpoint=ckpt)
+    again = distill(prune(teacher, 0.5), teacher, photos, Budget(max_steps=2), Recipe(crop=32, batch=2, eval_every=1),
+                    checkpoint=ckpt)
     assert first[-1].step == 2 and again[0].step == 2 and again[-1].step == 4  # the budget counts from the resume
     assert again[0].held_out_loss == pytest.approx(first[-1].held_out_loss)  # the trained student, not a fresh one
     assert again[-1].seconds > first[-1].seconds  # training time adds up over sessions
@@ -60,7 +62,7 @@ def test_distillation_resumes_from_its_checkpoint(teacher: Generator, tmp_path) 
 def test_distillation_refuses_to_run_without_a_budget(teacher: Generator) -> None:
     photos = [np.full((64, 64, 3), 90, np.uint8)]
     with pytest.raises(ValueError, match="needs a budget"):
-        distill(prune(teacher, 0.5), teacher, photos, crop=32, batch=2)
+        distill(prune(teacher, 0.5), teacher, photos, Budget(), Recipe(crop=32, batch=2))
 
 
 def test_the_lite_model_is_a_style_of_its_own(teacher: Generator, tmp_path) -> None:  # type: ignore[no-untyped-def]
