@@ -25,34 +25,16 @@ from weights.store import ModelStore, data_home, default_style
 
 def convert(args: argparse.Namespace) -> int:
     """``animebot convert``: draw each input to a file of its own; one line per input that fails."""
-    from inference.pipeline import convert_bytes
-
-    if args.output and len(args.inputs) > 1:
-        raise AnimebotError("-o takes one input; use --out-dir for several")
-    _check_range("--quality", args.quality, 1, 95)
-    if args.max_side is not None and args.max_side < 64:
-        raise AnimebotError("--max-side must be at least 64")
-    if not 0 < args.max_seconds <= 600 or not 1 <= args.fps <= 60:
-        raise AnimebotError("--max-seconds must be between 0 and 600, and --fps between 1 and 60")
-    _check_range("--strength", args.strength, 0, 100)
-    if args.threads is not None:
-        _check_range("--threads", args.threads, 1, 256)  # as ANIMEBOT_THREADS
+    _check_options(args)
     still_fmt, clip_fmt = _output_formats(args)
     store = ModelStore(data_home())
     style = args.style or default_style(store)
     store.require_style(style)
-    names = _Names(args, f"{style}-hd" if args.hd else style)
-    drawer = Drawer(DrawerSpec(store.home, args.backend, args.threads, style))  # the models, as the bot's workers load them
-    model = drawer.model(style)
     if args.hd:
         store.require(UPSCALER)  # one line now, not one per input, when HD is not installed
-    faces: tuple[FaceTools | None, str] | None = None  # loaded with the first picture: clips skip the face pass
-    # HD doubles the drawing's own pixels: drawn to PNG (lossless), not to the output's JPEG.
-    settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt="png" if args.hd else still_fmt,
-                               jpeg_quality=args.quality,
-                               faces=args.faces, strength=args.strength, keep_colours=args.keep_colours)
-    clip_settings = ClipSettings(ClipLimits(args.max_seconds, args.fps, args.max_side or ClipLimits.max_side),
-                                 clip_fmt, strength=args.strength, keep_colours=args.keep_colours)
+    painter = _Painter(args, Drawer(DrawerSpec(store.home, args.backend, args.threads, style)), style, still_fmt,
+                       clip_fmt)
+    names = _Names(args, f"{style}-hd" if args.hd else style)
     failed = 0
     for src in args.inputs:
         dest = None
@@ -64,47 +46,83 @@ def convert(args: argparse.Namespace) -> int:
             dest = names.next(src, clip_fmt if clip else still_fmt, clip)
             _check_destination(dest)
             if clip:
-                moving = convert_clip(data, model, clip_settings)
+                moving = convert_clip(data, painter.model, painter.clip_settings)
                 _write(dest, moving.data)
                 _report_clip(args, src, dest, moving)
                 continue
-            faces = faces or _face_tools(drawer, style, args)
-            face_tools, faces_skipped = faces
-            result = convert_bytes(data, model, settings, face_tools)
-            if args.hd:
-                result = _doubled(result, drawer, src, still_fmt, args.quality)
+            result = painter.picture(data, src)
             _write(dest, result.data)
         except AnimebotError as exc:
             failed += 1
-            if args.json:
-                print(json.dumps({"input": str(src), "output": str(dest) if dest else None, "ok": False,
-                                  "error": exc.code, "message": exc.message}))
-            else:
-                print(f"{src}: {exc.message}", file=sys.stderr)
+            _report_failure(args, src, dest, exc)
             continue
-        if args.json:
-            print(
-                json.dumps(
-                    {
-                        "input": str(src),
-                        "output": str(dest),
-                        "ok": True,
-                        "input_size": list(result.input_size),
-                        "output_size": list(result.output_size),
-                        "style": result.style,
-                        "backend": result.backend,
-                        **{k: round(v, 4) for k, v in result.timings.items()},
-                        # null, with the reason, when the face pass did not run: not "ran and found none"
-                        "faces": result.faces if face_tools else None,
-                        **({} if face_tools else {"faces_skipped": faces_skipped}),
-                    }
-                )
-            )
-        else:
-            w, h = result.output_size
-            total = sum(result.timings.values())
-            print(f"{src} -> {dest} ({w}x{h}, {result.style}, {result.backend}, {total:.1f} s)")
+        _report_picture(args, src, dest, result, painter.faces)
     return 1 if failed else 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Every option's range, before any model loads: a mistake costs one line, not a minute."""
+    if args.output and len(args.inputs) > 1:
+        raise AnimebotError("-o takes one input; use --out-dir for several")
+    _check_range("--quality", args.quality, 1, 95)
+    if args.max_side is not None and args.max_side < 64:
+        raise AnimebotError("--max-side must be at least 64")
+    if not 0 < args.max_seconds <= 600 or not 1 <= args.fps <= 60:
+        raise AnimebotError("--max-seconds must be between 0 and 600, and --fps between 1 and 60")
+    _check_range("--strength", args.strength, 0, 100)
+    if args.threads is not None:
+        _check_range("--threads", args.threads, 1, 256)  # as ANIMEBOT_THREADS
+
+
+class _Painter:
+    """The models and settings every input is drawn with, loaded as the bot's workers load them; the face
+    tools with the first picture (clips skip the face pass)."""
+
+    def __init__(self, args: argparse.Namespace, drawer: Drawer, style: str, still_fmt: str, clip_fmt: str) -> None:
+        self.args, self.drawer, self.style, self.still_fmt = args, drawer, style, still_fmt
+        self.model = drawer.model(style)
+        self.faces: tuple[FaceTools | None, str] | None = None
+        # HD doubles the drawing's own pixels: drawn to PNG (lossless), not to the output's JPEG.
+        self.settings = ConvertSettings(max_side=args.max_side or DEFAULT_MAX_SIDE, fmt="png" if args.hd else still_fmt,
+                                        jpeg_quality=args.quality, faces=args.faces, strength=args.strength,
+                                        keep_colours=args.keep_colours)
+        self.clip_settings = ClipSettings(ClipLimits(args.max_seconds, args.fps, args.max_side or ClipLimits.max_side),
+                                          clip_fmt, strength=args.strength, keep_colours=args.keep_colours)
+
+    def picture(self, data: bytes, src: Path) -> Converted:
+        from inference.pipeline import convert_bytes
+
+        self.faces = self.faces or _face_tools(self.drawer, self.style, self.args)
+        result = convert_bytes(data, self.model, self.settings, self.faces[0])
+        if self.args.hd:
+            result = _doubled(result, self.drawer, src, self.still_fmt, self.args.quality)
+        return result
+
+
+def _report_failure(args: argparse.Namespace, src: Path, dest: Path | None, exc: AnimebotError) -> None:
+    if args.json:
+        print(json.dumps({"input": str(src), "output": str(dest) if dest else None, "ok": False,
+                          "error": exc.code, "message": exc.message}))
+    else:
+        print(f"{src}: {exc.message}", file=sys.stderr)
+
+
+def _report_picture(args: argparse.Namespace, src: Path, dest: Path | None, result: Converted,
+                    faces: tuple[FaceTools | None, str] | None) -> None:
+    face_tools, faces_skipped = faces or (None, "")
+    if args.json:
+        print(json.dumps({
+            "input": str(src), "output": str(dest), "ok": True, "input_size": list(result.input_size),
+            "output_size": list(result.output_size), "style": result.style, "backend": result.backend,
+            **{k: round(v, 4) for k, v in result.timings.items()},
+            # null, with the reason, when the face pass did not run: not "ran and found none"
+            "faces": result.faces if face_tools else None,
+            **({} if face_tools else {"faces_skipped": faces_skipped}),
+        }))
+    else:
+        w, h = result.output_size
+        total = sum(result.timings.values())
+        print(f"{src} -> {dest} ({w}x{h}, {result.style}, {result.backend}, {total:.1f} s)")
 
 
 def _doubled(drawn: Converted, drawer: Drawer, src: Path, fmt: str, quality: int) -> Converted:
