@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from dataclasses import dataclass
 
 from telegram import Message, User
 
@@ -104,8 +105,7 @@ async def sticker(incoming: Incoming) -> None:
     if incoming.chat.type != "private" and sender != incoming.user.id:
         await message.reply_text(t(incoming.lang, "sticker_own_photo"), do_quote=True)
         return
-    await request(incoming.st, str(incoming.update_id), message, incoming.user, incoming.lang, [src],
-                  target.message_id, style_arg, kind=STICKER)
+    await request(incoming.st, Asking.of(incoming), [src], target.message_id, style_arg, kind=STICKER)
 
 
 async def private_media(incoming: Incoming) -> None:
@@ -164,25 +164,41 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
         if not found:
             await first.reply_text(t(lang, "not_an_image_file"), do_quote=True)
         return
-    await request(st, f"album-{group}-{first.message_id}", first, first.from_user, lang, sources, first.message_id,
-                  style_arg, album=group)
+    asking = Asking(f"album-{group}-{first.message_id}", first, first.from_user, lang)
+    await request(st, asking, sources, first.message_id, style_arg, album=group)
 
 
 async def convert(incoming: Incoming, sources: list[Source], reply_to: int, style_arg: str | None) -> None:
-    await request(incoming.st, str(incoming.update_id), incoming.message, incoming.user, incoming.lang, sources,
-                  reply_to, style_arg)
+    await request(incoming.st, Asking.of(incoming), sources, reply_to, style_arg)
 
 
-async def request(st: BotState, job_id: str, message: Message, user: User | None, lang: str, sources: list[Source],
-                  reply_to: int, style_arg: str | None, album: str | None = None, kind: Kind = PHOTO) -> None:
+@dataclass(frozen=True)
+class Asking:
+    """Who asks for a drawing, and where: the message (its chat; a refusal goes under it), its sender, their
+    language, and the id the job gets (the update's; an album's, for all of its parts)."""
+
+    job_id: str
+    message: Message
+    user: User | None
+    lang: str
+
+    @classmethod
+    def of(cls, incoming: Incoming) -> Asking:
+        return cls(str(incoming.update_id), incoming.message, incoming.user, incoming.lang)
+
+
+async def request(st: BotState, asking: Asking, sources: list[Source], reply_to: int, style_arg: str | None,
+                  album: str | None = None, kind: Kind = PHOTO) -> None:
     """Hand ``sources`` to the runner as a ``kind`` of job (bot/flow/kinds/), in the asked (or the user's)
-    style, at the chat's settings; the results go under ``reply_to``, and every word to the user is in ``lang``.
+    style, at the chat's settings; the results go under ``reply_to``, and every word to the user is in the
+    asker's language.
 
     What follows ``/anime`` names a style when the whole of it, or its first word, is a style's id or
     name in any language ("/anime Anime face", "/anime hayao please"). One unknown word is answered
     (under ``message``) with the styles there are; a longer text is a caption's prose, not a style
     ("/anime my cat"), and gets the user's style.
     """
+    message, user, lang = asking.message, asking.user, asking.lang
     style = (st.styles.resolve(style_arg) or st.styles.resolve(style_arg.split()[0])) if style_arg else None
     if style_arg and style is None and len(style_arg.split()) == 1:
         await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=st.styles.listed(lang)),
@@ -191,6 +207,6 @@ async def request(st: BotState, job_id: str, message: Message, user: User | None
     style = style or await user_style(st, user)
     settings = await chat_settings(st, message.chat_id)
     await st.runner.run(Request(
-        job_id=job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
+        job_id=asking.job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
         style=style, sources=tuple(sources), settings=settings, kind=kind.name, album=album,
     ))

@@ -63,15 +63,22 @@ class _Notice:
     editing: asyncio.Task[None] | None = None  # the next edit, waiting for its turn
 
 
+@dataclass(frozen=True)
+class Offers:
+    """What this bot offers under a result, and says of clips: the operator's choices, as the chat shows them."""
+
+    clip_s: float = 10.0  # the longest clip drawn, for the note under one cut short
+    webapp_url: str | None = None  # the Mini App's address: a button under each photo result opens it
+    hd: bool = False  # HD is on and installed: a button under each photo result asks for it
+
+
 class Replies:
     def __init__(self, bot: Bot, stores: Stores, buttons: ResultButtons[ConvertSettings], styles: Styles, stickers: Stickers,
-                 clip_s: float = 10.0, webapp_url: str | None = None, hd: bool = False) -> None:
+                 offers: Offers = Offers()) -> None:
         self.bot = bot
-        self.webapp_url = webapp_url  # the Mini App's address: a button under each photo result opens it
-        self.hd = hd  # HD is on and installed: a button under each photo result asks for it
+        self.offers = offers
         self.stickers = stickers
         self._told_oval: set[int] = set()  # chats told this run that stickers are cut as an oval
-        self.clip_s = clip_s  # the longest clip drawn, for the note under one cut short
         self.stores = stores
         self.buttons = buttons
         self.styles = styles
@@ -203,9 +210,10 @@ class Replies:
     # --- one result ---------------------------------------------------------------
 
     def _caption(self, req: Request, done: Sequence[Drawn]) -> str | None:
+        trimmed = any("trimmed" in d.notes for d in done)
         notes = ([t(req.lang, "fast_mode", style=self.styles.display(req.style, req.lang))] if req.fast else []) + \
             ([t(req.lang, "first_frame")] if any(d.animated for d in done) else []) + \
-            ([t(req.lang, "clip_trimmed", seconds=self.clip_s)] if any("trimmed" in d.notes for d in done) else []) + \
+            ([t(req.lang, "clip_trimmed", seconds=self.offers.clip_s)] if trimmed else []) + \
             ([t(req.lang, "clip_silent")] if any("silent" in d.notes for d in done) else []) + \
             list(dict.fromkeys(note for d in done if (note := self._selfie_note(req, d))))
         return "\n".join(notes) or None
@@ -237,8 +245,8 @@ class Replies:
     async def _photo(self, req: Request, d: Drawn, shape: Shape) -> Message:
         s = req.settings
         # Telegram takes Mini App buttons in private chats only; the page shows whole drawings, not an avatar's square
-        webapp = self.webapp_url if req.chat_id > 0 and not s.avatar and not s.cut else None
-        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang, webapp, self.hd)
+        webapp = self.offers.webapp_url if req.chat_id > 0 and not s.avatar and not s.cut else None
+        markup = result_keyboard(self.styles, d.style, await self._button_id(req, d), req.lang, webapp, self.offers.hd)
         # "All styles" with only one style drawn still says which style it is
         caption = self._named_caption(req, d) if shape == Shape.STYLES else self._caption(req, [d])
         return await self._send_or_upload(req, d.result.media_file_id, d.result, lambda photo: self.bot.send_photo(

@@ -29,7 +29,7 @@ from bot.chat.photos import on_album
 from bot.drawing.local.pool import LocalPool
 from bot.drawing.pool import Pool
 from bot.chat.answers import ChatWay
-from bot.chat.replies import Replies
+from bot.chat.replies import Offers, Replies
 from bot.chat.stickers import Stickers
 from bot.styles import Styles
 from bot.webapp.answers import PageWay
@@ -64,7 +64,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     stickers = Stickers(app.bot, StickerBook(db), journal.secret)
     hd = cfg.hd and styles.upscaler is not None
-    replies = Replies(app.bot, stores, buttons, styles, stickers, cfg.video_max_s, cfg.webapp_url, hd)
+    replies = Replies(app.bot, stores, buttons, styles, stickers, Offers(cfg.video_max_s, cfg.webapp_url, hd))
     desk = AppJobs(buttons)  # what the Mini App's page is told about the jobs it started
     ways: dict[str, Way] = {"chat": ChatWay(app.bot, replies, journal), "app": PageWay(desk)}  # by Request.answer
     runner = JobRunner(app.bot, pool, stores, journal, styles, ways, desk, settings)
