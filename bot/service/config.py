@@ -224,12 +224,11 @@ class Config(Shared):
         if not isinstance(raw, str):
             return raw
         pairs = []
-        for item in raw.replace(" ", "").split(","):
+        for item in filter(None, raw.replace(" ", "").split(",")):
             style, sep, lite = item.partition("=")
-            if item and not (sep and style and lite):
+            if not (sep and style and lite):
                 raise ConfigError(f"ANIMEBOT_FAST_MODE must look like hayao=hayao-lite, got {raw!r}")
-            if item:
-                pairs.append((style, lite))
+            pairs.append((style, lite))
         return tuple(pairs)
 
     @model_validator(mode="before")
@@ -237,12 +236,7 @@ class Config(Shared):
     def _defaults(cls, values: dict[str, Any]) -> dict[str, Any]:
         """What one variable's default depends on another's: each worker's share of the cores; a metrics port
         of 0 is none."""
-        if "threads_per_worker" not in values:
-            try:
-                workers = max(1, int(values.get("workers", 1)))
-            except (TypeError, ValueError):
-                workers = 1  # its own check says what is wrong with it
-            values["threads_per_worker"] = max(1, _cores() // workers)
+        _share_cores(values, "threads_per_worker", "workers")
         if str(values.get("metrics_port", "")).strip() in ("0", ""):
             values.pop("metrics_port", None)
         return values
@@ -287,12 +281,7 @@ class WorkerConfig(Shared):
     @classmethod
     def _defaults(cls, values: dict[str, Any]) -> dict[str, Any]:
         """Each drawing process's share of the cores, unless ANIMEBOT_THREADS says."""
-        if "threads" not in values:
-            try:
-                concurrency = max(1, int(values.get("concurrency", 1)))
-            except (TypeError, ValueError):
-                concurrency = 1
-            values["threads"] = max(1, _cores() // concurrency)
+        _share_cores(values, "threads", "concurrency")
         return values
 
 
@@ -314,6 +303,17 @@ def broker_password(url: str | None) -> str | None:
     from urllib.parse import urlsplit
 
     return urlsplit(url).password or None
+
+
+def _share_cores(values: dict[str, Any], threads: str, processes: str) -> None:
+    """``threads``'s default, where the environment gives none: an equal share of the cores for each of the
+    ``processes`` (a bad count is left to its own field's check, and shares as one)."""
+    if threads not in values:
+        try:
+            count = max(1, int(values.get(processes, 1)))
+        except (TypeError, ValueError):
+            count = 1
+        values[threads] = max(1, _cores() // count)
 
 
 def _cores() -> int:
