@@ -18,11 +18,11 @@ from storage.cache import result_key
 CLIP_REVISION = 1  # raise when a change to the clip pipeline changes its results (a new cache key)
 
 
-def drawing_version(styles: Styles, style: str, settings: ConvertSettings, src: Source | None = None,
-                    clip: ClipLimits | None = None) -> str:
-    """The version of a drawing in ``style`` at ``settings``; of a clip (``src``), with its limits too."""
+def drawing_version(styles: Styles, style: str, settings: ConvertSettings, src: Source, clip: ClipLimits) -> str:
+    """The version of ``src`` drawn in ``style`` at ``settings``; of a clip, with how it is sent and the limits
+    ``clip`` it is drawn under too."""
     version = styles.version(style, settings)
-    if src is None or not src.clip or clip is None:
+    if not src.clip:
         return version
     return f"{version}|{src.kind}:{clip.max_seconds:g}s:{clip.max_fps:g}fps:{clip.max_side}px:{CLIP_REVISION}"
 

@@ -161,7 +161,7 @@ class Results:
     def version(self, src: Source, style: str, req: Request) -> str:
         """What besides the bytes and the style decides the result: the drawing settings, and for a
         clip how it is sent and the limits it is drawn under."""
-        return drawing_version(self.styles, style, req.settings, src, self._clip_limits(req) if src.clip else None)
+        return drawing_version(self.styles, style, req.settings, src, self._clip_limits(req))
 
     async def doubled(self, errand: Errand, base: Drawn) -> Drawn:
         """``base`` doubled by Real-CUGAN (HD, bot/flow/kinds/hd.py): from the cache, from the same doubling
