@@ -76,7 +76,11 @@ class Styles:
             return self.default
         wanted = " ".join(name.split()).casefold()
         return next((n for n in self.names if wanted == n.casefold()), None) or next(
-            (n for n in self.names for lang in LANGS if wanted == " ".join(self.display(n, lang).split()).casefold()), None)
+            (n for n in self.names if wanted in (" ".join(c.split()).casefold() for c in self.called(n))), None)
+
+    def called(self, name: str) -> tuple[str, ...]:
+        """Every name a style goes by: its id, then its name in each language the bot speaks."""
+        return (name, *(self.display(name, lang) for lang in LANGS))
 
     def listed(self, lang: str) -> str:
         """Every style, in menu order, as ``name (id)`` in ``lang``, listed the way that language lists."""

@@ -12,7 +12,7 @@ from telegram import (InlineQueryResultCachedMpeg4Gif, InlineQueryResultCachedPh
                       InlineQueryResultCachedVideo, InlineQueryResultsButton, Update)
 
 from bot.chat.context import BotState, Context, state, user_lang
-from bot.words.catalogue import LANGS, t
+from bot.words.catalogue import t
 from bot.styles import Styles
 from storage.holdings import OwnResult
 
@@ -56,8 +56,7 @@ def style_asked(styles: Styles, text: str) -> str | None:
     if not wanted:
         return None
     for name in styles.ordered:
-        names = (name, *(styles.display(name, lang) for lang in LANGS))
-        if any(n.lower().startswith(wanted) for n in names):
+        if any(n.lower().startswith(wanted) for n in styles.called(name)):
             return name
     return None
 
