@@ -40,12 +40,6 @@ def shared_home(real_store: ModelStore) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def bot(fake: FakeTelegram, shared_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBot]:
     with bot_in_process(fake, tmp_path_factory.mktemp("bot"), shared_home) as running:
         yield running

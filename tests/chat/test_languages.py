@@ -29,12 +29,6 @@ WORD = re.compile(r"[^\W\d_]+")
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def bot(fake: FakeTelegram, real_store: ModelStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBot]:
     with bot_in_process(fake, tmp_path_factory.mktemp("bot"), real_store.home, ANIMEBOT_MAX_SIDE="384") as running:
         yield running
