@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, NoReturn
 
 from storage.errors import AnimebotError
 from inference.backends import Stylizer, release_buffers
@@ -43,16 +44,22 @@ class DrawerSpec:
     preload: str  # the style loaded at start, so the first photo does not wait for a compile
 
 
+# What a worker is asked to do with an order's bytes: draw them in the style, or double a drawing's file by
+# Real-CUGAN (HD). A new operation is a name here and a case of :meth:`Drawer.draw`, which the type checker
+# makes handle every name; the kind that asks for it says so (bot/flow/kinds/), and docs/architecture.md says the rest.
+Operation = Literal["draw", "double"]
+
+
 @dataclass(frozen=True)
 class WorkOrder:
-    """One drawing: the photo's (or clip's) bytes, its style and how to draw it."""
+    """One piece of work: the photo's (or clip's, or drawing's) bytes, its style, and what to do with them."""
 
     job_id: str
     data: bytes
     style: str
     settings: ConvertSettings
     clip: ClipSettings | None = None  # set: ``data`` is a clip, drawn frame by frame into an MP4
-    hd: bool = False  # set: ``data`` is a drawing's file, to be doubled by Real-CUGAN (:meth:`Drawer.hd`), not drawn
+    operation: Operation = "draw"
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,12 @@ def _guarded(job_id: str, work: Callable[[], Converted]) -> Converted | WorkFail
     except Exception as exc:
         log.exception("job %s: unexpected failure in the worker", job_id)
         return WorkFailed(job_id, "internal", f"{exc.__class__.__name__}: {exc}")
+
+
+def _no_such_operation(operation: NoReturn) -> NoReturn:
+    """The last case of :meth:`Drawer.draw`'s match (typing's ``assert_never``, which Python 3.10 lacks): the
+    type checker refuses an :data:`Operation` that no case handles."""
+    raise AssertionError(f"no worker operation {operation!r}")
 
 
 def return_freed_memory() -> None:
@@ -139,26 +152,32 @@ class Drawer:
              cancelled: Callable[[], bool] | None = None) -> Converted | WorkFailed:
         """The drawing, or why not: a style not installed here or a bad photo is a WorkFailed with
         the sentence to pass on; so is a bug, whose traceback goes to the log. A clip reports each
-        frame to ``progress(done, total)`` and stops when ``cancelled()`` says so. An HD order is doubled."""
-        if order.hd:
-            return self.hd(order.job_id, order.data, order.settings.fmt, order.settings.jpeg_quality)
+        frame to ``progress(done, total)`` and stops when ``cancelled()`` says so. An order of another
+        operation (a doubling) goes to its method."""
+        match order.operation:
+            case "draw":
+                return _guarded(order.job_id, lambda: self._drawing(order, progress, cancelled))
+            case "double":
+                return self.hd(order.job_id, order.data, order.settings.fmt, order.settings.jpeg_quality)
+            case unknown:
+                _no_such_operation(unknown)
 
-        def drawing() -> Converted:
-            if order.clip is not None:
-                from inference.clips import convert_clip  # PyAV (15 MB) with the first clip only
+    def _drawing(self, order: WorkOrder, progress: Callable[[int, int], None] | None,
+                 cancelled: Callable[[], bool] | None) -> Converted:
+        """The photo or clip of ``order`` drawn in its style (raising what :func:`_guarded` turns into a WorkFailed)."""
+        if order.clip is not None:
+            from inference.clips import convert_clip  # PyAV (15 MB) with the first clip only
 
-                model = self.model(order.style)
-                self._release_others(model, None)
-                cutter = self._cutter(order.settings) if order.clip.cut else None
-                finder = self._finder(order.settings, None)
-                return convert_clip(order.data, model, order.clip, progress, cancelled, cutter, finder).as_converted()
-            tools = self.face_tools(order.style) if order.settings.faces else None
             model = self.model(order.style)
-            self._release_others(model, tools)
-            return convert_bytes(order.data, model, order.settings, tools, self._finder(order.settings, tools),
-                                 self._cutter(order.settings))
-
-        return _guarded(order.job_id, drawing)
+            self._release_others(model, None)
+            cutter = self._cutter(order.settings) if order.clip.cut else None
+            finder = self._finder(order.settings, None)
+            return convert_clip(order.data, model, order.clip, progress, cancelled, cutter, finder).as_converted()
+        tools = self.face_tools(order.style) if order.settings.faces else None
+        model = self.model(order.style)
+        self._release_others(model, tools)
+        return convert_bytes(order.data, model, order.settings, tools, self._finder(order.settings, tools),
+                             self._cutter(order.settings))
 
     def hd(self, job_id: str, data: bytes, fmt: str = "jpg", quality: int = 92) -> Converted | WorkFailed:
         """A result's file (``data``, as the user has it) doubled by Real-CUGAN, as a ``fmt`` file; or

@@ -45,6 +45,19 @@ def synthetic_photo(width: int = 512, height: int = 512, seed: int = 0) -> bytes
     return buf.getvalue()
 
 
+def noisy_jpeg(at_least: int, seed: int = 0) -> bytes:
+    """A JPEG of pure noise of at least ``at_least`` bytes (noise does not compress): a photo as big as a
+    phone's, for what its size costs on the way."""
+    rng = np.random.default_rng(seed)
+    side = 256
+    while True:
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)).save(buf, "JPEG", quality=95)
+        if buf.tell() >= at_least:
+            return buf.getvalue()
+        side = int(side * 1.25)
+
+
 def jpeg(seed: int, size: tuple[int, int] = (320, 240)) -> bytes:
     """A distinct JPEG per seed: a colour gradient with noise."""
     rng = np.random.default_rng(seed)

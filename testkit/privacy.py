@@ -81,24 +81,50 @@ def files_holding(home: Path, data: bytes, texts: tuple[str, ...] = ()) -> list[
     return found
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """One Redis key, as what it costs: its type, its size in memory, its largest item, its lifetime."""
+
+    key: str
+    kind: str  # string, list, hash, set, zset
+    size: int  # bytes, as MEMORY USAGE counts them
+    largest: int  # the largest item's bytes (the value itself for a string)
+    ttl: int  # seconds left; -1: kept for ever
+
+
+def footprints(client: redis.Redis) -> list[Footprint]:
+    """Every key of the client's database, sorted by key."""
+    found = []
+    for key in sorted(client.scan_iter(count=1000)):
+        kind = client.type(key)
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        items = _items(client, key, kind)
+        found.append(Footprint(key.decode(), kind, int(client.memory_usage(key, samples=0) or 0),
+                               max((len(i) for i in items), default=0), int(client.ttl(key))))
+    return found
+
+
+def _items(client: redis.Redis, key: bytes, kind: str) -> list[bytes]:
+    if kind == "string":
+        return [client.get(key) or b""]
+    if kind == "list":
+        return list(client.lrange(key, 0, -1))
+    if kind == "hash":
+        return list(client.hgetall(key).values())
+    if kind == "set":
+        return list(client.smembers(key))
+    if kind == "zset":
+        return list(client.zrange(key, 0, -1))
+    return []
+
+
 def redis_holding(client: redis.Redis, *datas: bytes) -> list[str]:
     """Keys of a Redis holding any of ``datas``, whatever their type (strings, lists, hashes, sets)."""
     found = []
     for key in client.scan_iter(count=1000):
         kind = client.type(key)
         kind = kind.decode() if isinstance(kind, bytes) else kind
-        values: list[bytes] = []
-        if kind == "string":
-            values = [client.get(key) or b""]
-        elif kind == "list":
-            values = list(client.lrange(key, 0, -1))
-        elif kind == "hash":
-            values = list(client.hgetall(key).values())
-        elif kind == "set":
-            values = list(client.smembers(key))
-        elif kind == "zset":
-            values = list(client.zrange(key, 0, -1))
-        for value in values:
+        for value in _items(client, key, kind):
             found += [key.decode() for data in datas if _holds(value, data)]
     return found
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from celery.states import READY_STATES
 
 from bot.drawing.celery.app import make_celery
-from bot.drawing.celery.wire import answered_key, read_workers
+from bot.drawing.celery.wire import photo_key, read_workers
 from testkit.bot_harness import REPO, RunningProcess
 from testkit.redis_server import PASSWORD
 from testkit.wait import WaitTimeout, wait_for
@@ -104,7 +105,8 @@ def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: f
     A drawing can be over before anyone looking at Redis sees it (a small photo on a fast CPU), so the
     processes are not watched while they run: again and again they are all stopped, looked at, and let
     go on for :data:`LET_GO_S`. What is seen while they are stopped stays true: a process whose
-    heartbeat names a task that has no stored result and no "answered" marker has not finished it. A
+    heartbeat names a task whose photo is still in Redis (the bot waits for it) and that has no result
+    stored has not finished it. A
     drawing longer than one let-go is always caught, however fast the machine or busy its cores."""
     pids = {pid: worker for worker in workers for pid in worker.drawing_pids() if Path(f"/proc/{pid}").exists()}
     client = redis.Redis.from_url(broker_url)
@@ -115,7 +117,8 @@ def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: f
             with held(*pids):
                 wait_for(lambda: all(_stopped(pid) for pid in pids), 60, "every drawing process stopped")
                 caught = [pids[w.pid] for w in read_workers(client) if w.pid in pids and w.task is not None
-                          and not client.exists(backend.get_key_for_task(w.task), answered_key(w.task))]
+                          and client.exists(photo_key(w.task))
+                          and backend.get_task_meta(w.task)["status"] not in READY_STATES]
                 if caught:
                     yield caught[0]
                     return

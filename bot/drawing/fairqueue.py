@@ -39,6 +39,7 @@ class Ticket:
     user_id: int
     key: str  # the result's cache key: names the ticket on the broker, so a resubmission is the same ticket
     cost: float = 1.0
+    allowance: float = 1.0  # how many job timeouts its worker may take (bot/drawing/pool.py, ``time_limit``)
     started: asyncio.Event = field(default_factory=asyncio.Event)
     result: asyncio.Future[Converted] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     queued_at: float = field(default_factory=time.monotonic)

@@ -21,17 +21,15 @@ from inference.drawer import WorkOrder
 from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 
 FACE_COST = 0.5  # a face pass costs about half a photo (docs/benchmarks.md, "The face pass")
-# A clip may take this many times the job timeout: 150 frames at 480 px cost about 30 photos at 720.
-CLIP_TIMEOUT_FACTOR = 10
-# HD may take this many times the job timeout: doubling a drawing costs about twice drawing it at the same
-# size (docs/benchmarks.md, "HD"), and a result drawn with a large ANIMEBOT_MAX_SIDE took most of the timeout.
-HD_TIMEOUT_FACTOR = 4
+# The most job timeouts a worker may take on one ticket, whatever its allowance: the flow gives a clip 10
+# (bot/flow/results.py) and an HD 4 (bot/flow/kinds/hd.py), and Celery's visibility timeout is set past this.
+LONGEST_ALLOWANCE = 10
 FRAME_COST = 0.25  # a frame at 480 px, against a photo at 720 (0.27 s against 1.2 s, docs/clips.md)
 
 
-def time_limit(order: WorkOrder, timeout_s: float) -> float:
-    """How long a worker may take on ``order``: the job timeout for a photo, several times it for a clip or HD."""
-    return timeout_s * (CLIP_TIMEOUT_FACTOR if order.clip is not None else HD_TIMEOUT_FACTOR if order.hd else 1)
+def time_limit(allowance: float, timeout_s: float) -> float:
+    """How long a worker may take on a ticket: the job timeout times its allowance (the flow's), at most the longest."""
+    return timeout_s * min(allowance, LONGEST_ALLOWANCE)
 
 
 class PoolBusy(AnimebotError):
@@ -135,15 +133,16 @@ class Pool(abc.ABC):
         self._reserved += places
         return Reservation(self, places)
 
-    def submit(self, order: WorkOrder, user_id: int, key: str) -> Ticket:
-        """Queue a photo, or raise :class:`PoolBusy` when the queue is full."""
+    def submit(self, order: WorkOrder, user_id: int, key: str, allowance: float = 1.0) -> Ticket:
+        """Queue a photo, or raise :class:`PoolBusy` when the queue is full. ``allowance``: how many job
+        timeouts its worker may take (:func:`time_limit`)."""
         if self.free_slots() < 1:
             raise PoolBusy("the queue is full")
-        return self.requeue(order, user_id, key)
+        return self.requeue(order, user_id, key, allowance)
 
-    def requeue(self, order: WorkOrder, user_id: int, key: str) -> Ticket:
+    def requeue(self, order: WorkOrder, user_id: int, key: str, allowance: float = 1.0) -> Ticket:
         """Queue a photo whatever the bound: for one already promised an answer (after a restart)."""
-        ticket = Ticket(order, user_id, key, cost=order_cost(order))
+        ticket = Ticket(order, user_id, key, cost=order_cost(order), allowance=allowance)
         self.queue.put(ticket)
         return ticket
 
@@ -203,12 +202,12 @@ class Reservation:
         self._pool = pool
         self.places = places
 
-    def submit(self, order: WorkOrder, user_id: int, key: str) -> Ticket:
+    def submit(self, order: WorkOrder, user_id: int, key: str, allowance: float = 1.0) -> Ticket:
         if self.places < 1:  # more photos than reserved: queue like anyone else
-            return self._pool.submit(order, user_id, key)
+            return self._pool.submit(order, user_id, key, allowance)
         self.places -= 1
         self._pool._reserved -= 1
-        return self._pool.requeue(order, user_id, key)
+        return self._pool.requeue(order, user_id, key, allowance)
 
     def release(self) -> None:
         self._pool._reserved -= self.places

@@ -26,6 +26,7 @@ from bot.flow.admission import Admission, FlowSettings
 from bot.flow.drawn import Drawn
 from bot.flow.errand import Errand, Fetched
 from bot.flow.keys import drawing_version
+from bot.flow.kinds.base import Work
 from bot.flow.kinds.registry import plan
 from bot.flow.requests import Failed, Request, Source
 from bot.flow.retry import retrying
@@ -43,6 +44,8 @@ from storage.stores import Stores
 log = logging.getLogger("animebot.jobs")
 
 DOWNLOAD_LIMIT = 20 * 1024 * 1024  # the Bot API's getFile limit
+# A clip may take this many job timeouts: 150 frames at 480 px cost about 30 photos at 720 (docs/clips.md).
+CLIP_ALLOWANCE = 10
 
 class DrawingStopped(Exception):
     """What a request waiting for another's drawing of the same result gets when that request was
@@ -142,7 +145,8 @@ class Results:
         with self.admission.counted(req.user_id, measured.units - src.units if plan(req).units(req) else 0):
             order = WorkOrder(req.job_id, data, style, req.settings,
                               self._clip_settings(measured, req) if measured.clip else None)
-            return await self._draw_shared(errand, measured, style, key, sha, order)
+            return await self._draw_shared(errand, measured, style, key, sha, order,
+                                           CLIP_ALLOWANCE if measured.clip else 1.0)
 
     async def _received(self, req: Request, src: Source, sha: str) -> None:
         """The user sent these bytes as this Telegram file (not a redraw of a result): the file and the
@@ -163,31 +167,29 @@ class Results:
         clip how it is sent and the limits it is drawn under."""
         return drawing_version(self.styles, style, req.settings, src, self._clip_limits(req))
 
-    async def doubled(self, errand: Errand, base: Drawn) -> Drawn:
-        """``base`` doubled by Real-CUGAN (HD, bot/flow/kinds/hd.py): from the cache, from the same doubling
-        under way, or made on a worker from the very file the user has, so that it is that picture, doubled."""
+    async def further(self, errand: Errand, base: Drawn, work: Work) -> Drawn:
+        """``work`` done on ``base`` (HD's doubling, bot/flow/kinds/hd.py): from the cache, from the same work
+        under way, or on a worker from the very file the user has, so that it is that picture, made further."""
         req = errand.req
-        if base.source.clip:
-            raise Failed("hd_no_clip")
         key = result_key(base.sha256, base.style, plan(req).version(self.version(base.source, base.style, req)))
         if known := await self.known(key):
             drawn = Drawn.of(base.source, base.sha256, base.style, known)
         else:
             data = await asyncio.to_thread(base.result.path.read_bytes)
-            order = WorkOrder(req.job_id, data, base.style, req.settings, hd=True)
-            drawn = await self._draw_shared(errand, base.source, base.style, key, base.sha256, order)
+            order = WorkOrder(req.job_id, data, base.style, req.settings, operation=work.operation)
+            drawn = await self._draw_shared(errand, base.source, base.style, key, base.sha256, order, work.allowance)
         if not base.source.sample:
             await self.stores.holdings.hold(req.user_id, drawn.sha256, drawn.result.key)
         return drawn
 
-    async def _draw_shared(self, errand: Errand, src: Source, style: str, key: str, sha: str, order: WorkOrder
-                           ) -> Drawn:
+    async def _draw_shared(self, errand: Errand, src: Source, style: str, key: str, sha: str, order: WorkOrder,
+                           allowance: float) -> Drawn:
         """Draw it, letting any request that wants the same result meanwhile wait for this drawing."""
         drawing = asyncio.get_running_loop().create_future()
         drawing.add_done_callback(lambda f: f.cancelled() or f.exception())  # followers may be gone
         self._drawing[key] = drawing
         try:
-            stored, units = await self._draw(errand, src, style, key, sha, order)
+            stored, units = await self._draw(errand, src, style, key, sha, order, allowance)
             drawing.set_result(stored)
             return Drawn.of(src, sha, style, stored, from_cache=False, units=units)
         except asyncio.CancelledError:
@@ -212,17 +214,17 @@ class Results:
         await self.admission.weigh_clip(req, src, measured)
         return measured
 
-    async def _draw(self, errand: Errand, src: Source, style: str, key: str, sha: str, order: WorkOrder
-                    ) -> tuple[CachedResult, int]:
+    async def _draw(self, errand: Errand, src: Source, style: str, key: str, sha: str, order: WorkOrder,
+                    allowance: float) -> tuple[CachedResult, int]:
         """Queue the order on a worker, wait for it, and store the result, with what its answer must say
         beside it (an animated picture's first frame drawn; a clip cut short, or its sound lost); also how
         many photos of the quota it counts as."""
         req, job, reservation = errand.req, errand.job, errand.reservation
         try:
             if reservation is None:  # recovered: it was taken on before the restart, so it waits whatever the bound
-                ticket = self.pool.requeue(order, req.user_id, key)
+                ticket = self.pool.requeue(order, req.user_id, key, allowance)
             else:
-                ticket = reservation.submit(order, req.user_id, key)
+                ticket = reservation.submit(order, req.user_id, key, allowance)
         except PoolBusy:
             raise Failed("busy") from None
         job.tickets.append(ticket)
@@ -265,10 +267,10 @@ class Results:
                      converted.frames, clip.drawn, clip.fps, clip.seconds, " (cut)" if clip.trimmed else "",
                      clip.sound or "none", ticket.waited_s, drawing_s, converted.timings["model_s"])
             return stored, max(1, math.ceil(clip.seconds))
-        if order.hd:  # a doubling, not a drawing: no model, no faces
-            log.info("job %s: HD of %s %dx%d -> %dx%d, waited %.2f s, made in %.2f s (worker %.2f s: doubling %.2f s)",
-                     req.job_id, style, *converted.input_size, w, h, ticket.waited_s, drawing_s,
-                     sum(converted.timings.values()), converted.timings.get("hd_s", 0.0))
+        if order.operation != "draw":  # work on a drawing (a doubling): no model, no faces
+            log.info("job %s: %s of %s %dx%d -> %dx%d, waited %.2f s, made in %.2f s (worker %.2f s: %s)", req.job_id,
+                     order.operation, style, *converted.input_size, w, h, ticket.waited_s, drawing_s,
+                     sum(converted.timings.values()), ", ".join(f"{k} {v:.2f} s" for k, v in converted.timings.items()))
             return stored, 1
         # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
         # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).

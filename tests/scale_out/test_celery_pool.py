@@ -30,8 +30,7 @@ import torch
 from PIL import Image
 
 from bot.drawing.celery.app import QUEUE, make_celery
-from bot.drawing.celery.copies import drop_copies
-from bot.drawing.celery.wire import (TASK_NAME, WorkerInfo, answered_key, heartbeat_key, order_to_message, read_workers,
+from bot.drawing.celery.wire import (TASK_NAME, WorkerInfo, heartbeat_key, order_to_message, photo_key, read_workers,
                                      task_id_for, write_heartbeat)
 from bot.drawing.celery.pool import CeleryPool
 from bot.drawing.fairqueue import Ticket
@@ -42,9 +41,9 @@ from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
 from testkit.models import TINY_WIDTHS
-from testkit.pictures import synthetic_photo
+from testkit.pictures import noisy_jpeg, synthetic_photo
 from testkit.pickles import Opens
-from testkit.privacy import redis_holding
+from testkit.privacy import Footprint, footprints
 from testkit.wait import until, wait_for, within
 from testkit.redis_server import RedisServer
 from testkit.worker_harness import RunningWorker, held, start_worker
@@ -168,11 +167,11 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
             orders, tasks = one_photo_in_every_style(pool, "job-again", seed=2)
             await within(asyncio.gather(*(t.result for t in tasks)), 120)
             ids = [task_id_for(o.job_id, t.key, SECRET) for o, t in zip(orders, tasks)]
-            marks = redis.Redis.from_url(url)
-            try:  # the pool's next look marks them answered, in Redis, for the workers to read
-                await until(lambda: all(marks.exists(answered_key(i)) for i in ids), 120, "answered markers in Redis")
+            photos = redis.Redis.from_url(url)
+            try:  # the pool's next look deletes their photos from Redis
+                await until(lambda: not any(photos.exists(photo_key(i)) for i in ids), 120, "photos gone from Redis")
             finally:
-                marks.close()
+                photos.close()
             return ids
 
     task_ids = asyncio.run(go())
@@ -180,8 +179,8 @@ def test_an_answered_order_that_redis_hands_out_again_is_not_drawn_again(
     # under the same task id with the same order; here it is sent so at once.
     app = make_celery(url, 60)
     order = WorkOrder("job-again", synthetic_photo(160, 120, seed=2), STYLES[0], SETTINGS)
-    app.send_task(TASK_NAME, args=[order_to_message(order)], task_id=task_ids[0], queue=QUEUE)
-    worker.wait_for_log(f"task {task_ids[0]} (job job-again): already answered; not drawn again")
+    app.send_task(TASK_NAME, args=[order_to_message(order, photo_key(task_ids[0]))], task_id=task_ids[0], queue=QUEUE)
+    worker.wait_for_log(f"task {task_ids[0]} (job job-again): no longer wanted; not drawn")
     assert worker.log().count(f"task {task_ids[0]} (job job-again): {STYLES[0]} drawn in") == 1
     client = redis_server.client()
     client.select(DB)
@@ -318,7 +317,8 @@ def test_celery_s_view_of_a_running_task_shows_no_photo_bytes(
         f"(job job-inspect, {style}, photo of {len(photo):,} bytes)" for style in STYLES)
     assert all(m["headers"]["kwargsrepr"] == "{}" for m in orders)
     body = msgpack.unpackb(base64.b64decode(orders[0]["body"]), raw=False)
-    assert body[0][0]["data"] == photo  # the photo travels in the body, for the worker alone
+    assert body[0][0]["photo"].startswith("animebot:photo:job-inspect:")  # the photo waits in its key, for the worker
+    assert "data" not in body[0][0]
 
 
 def test_a_process_drawing_something_else_gets_no_photo_sent_to_it(
@@ -364,41 +364,48 @@ def test_a_process_drawing_something_else_gets_no_photo_sent_to_it(
         client.close()
 
 
-def test_deleting_an_orders_copies_takes_every_copy_of_that_order_and_no_other(
+def test_a_photo_waits_in_a_key_with_a_lifetime_never_in_the_queue_and_goes_with_its_answer(
         worker: RunningWorker, redis_server: RedisServer) -> None:
-    """The copies a killed worker leaves, as the bot deletes them once it is done with a task sent more
-    than once (bot/drawing/celery/copies.py): found by the task id wherever kombu keeps them, while another
-    order held beside them and one waiting in the queue stay, and are drawn."""
-    app = make_celery(redis_server.url(db=DB), 60)
+    """The claim check (bot/drawing/celery/wire.py): a 1 MB photo's order is a few hundred bytes in Redis's
+    queue while it waits, and in kombu's hash of orders being drawn while it is drawn; its bytes wait in a key
+    with a lifetime; once the bot has the answer, nothing of 100 KB or more is left in Redis."""
+    url = redis_server.url(db=DB)
+    photo = noisy_jpeg(1 << 20)
     client = redis_server.client()
     client.select(DB)
-    orders = [WorkOrder(f"job-copies-{i}", synthetic_photo(160, 120, seed=20 + i), STYLES[0], SETTINGS) for i in range(3)]
-    ids = [f"job-copies-{i}:0" for i in range(3)]
 
-    def send(i: int) -> None:
-        app.send_task(TASK_NAME, args=[order_to_message(orders[i])], task_id=ids[i], queue=QUEUE)
+    app = make_celery(url, 60)
+    node = read_workers(client)[0].name
 
-    def unacked() -> list[str]:
-        return sorted(json.loads(raw)[0]["headers"]["id"] for raw in client.hvals("unacked"))
+    async def go() -> tuple[list[Footprint], list[Footprint], list[Footprint]]:
+        async with celery_pool(url) as pool:
+            # The worker stops taking orders (Celery's own control), so the order waits in Redis's queue: a
+            # worker held mid-wait would already have popped it, into its socket.
+            app.control.cancel_consumer(QUEUE, destination=[node], reply=True)
+            try:
+                first = pool.submit(WorkOrder("job-claim", photo, STYLES[0], SETTINGS), 1, "claim-1")
+                await until(lambda: client.llen(QUEUE) == 1, 60, "the order queued")
+                waiting = footprints(client)
+            finally:
+                app.control.add_consumer(QUEUE, destination=[node], reply=True)
+            await within(first.result, 120)
+            await until(lambda: client.hlen("unacked") == 0, 60, "the first order acknowledged")
+            with held(*worker.drawing_pids()):  # taken by the main process for a held drawing process
+                second = pool.submit(WorkOrder("job-claim", photo, STYLES[1], SETTINGS), 1, "claim-2")
+                await until(lambda: client.hlen("unacked") == 1, 60, "the order taken")
+                drawing = footprints(client)
+            await within(second.result, 120)
+            ids = [task_id_for("job-claim", key, SECRET) for key in ("claim-1", "claim-2")]
+            await until(lambda: not any(client.exists(photo_key(i)) for i in ids), 120, "the photos gone from Redis")
+            return waiting, drawing, footprints(client)
 
     try:
-        with held(*worker.drawing_pids()):  # the worker takes two orders and holds them, undrawn
-            send(0)
-            send(1)
-            wait_for(lambda: [i for i in unacked() if i in ids] == ids[:2], 30, "both orders held")
-            send(0)  # sent again, as after a crash, and a third order: both wait in the queue
-            send(2)
-            assert drop_copies(client, ids[0], 60) == 2
-            assert [i for i in unacked() if i in ids] == [ids[1]]
-            assert client.zcard("unacked_index") == client.hlen("unacked")
-            assert redis_holding(client, orders[0].data) == []
-            assert redis_holding(client, orders[1].data) == ["unacked"]
-            assert redis_holding(client, orders[2].data) == [QUEUE]
-        # The process that had the first order finds it answered; the others are drawn.
-        worker.wait_for_log(f"task {ids[0]} (job job-copies-0): already answered; not drawn again", 60)
-        for i in (1, 2):
-            worker.wait_for_log(f"task {ids[i]} (job job-copies-{i}): {STYLES[0]} drawn in", 60)
+        waiting, drawing, after = asyncio.run(go())
     finally:
-        for task_id in ids:
-            app.AsyncResult(task_id).forget()
         client.close()
+    for seen in (waiting, drawing):
+        queued = [f for f in seen if f.kind in ("list", "hash", "zset")]
+        assert queued and all(f.largest < 64 << 10 for f in queued), queued
+        big = [f for f in seen if f.size >= 100 << 10]
+        assert len(big) == 1 and big[0].key.startswith("animebot:photo:job-claim:") and big[0].ttl > 0, big
+    assert [f for f in after if f.size >= 100 << 10] == []

@@ -28,9 +28,11 @@ from kombu.serialization import dumps, loads
 
 from bot.drawing.celery.app import QUEUE, RESULT_SERIALIZER, make_celery
 from bot.drawing.pool import time_limit
-from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, order_from_message, order_to_message, read_workers,
-                                     Summarized, result_from_message, result_summary, result_to_message)
-from inference.clip_settings import ClipLimits, ClipSettings
+from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, Ordered, order_from_message, order_to_message,
+                                     photo_key, put_photo, read_workers, Summarized, result_from_message, result_summary,
+                                     result_to_message)
+from bot.flow.kinds.registry import DOUBLED
+from bot.flow.results import CLIP_ALLOWANCE
 from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
@@ -59,16 +61,21 @@ ORDER = WorkOrder("job-1", b"\xff\xd8 photo bytes", "hayao",
 def test_redis_hands_no_order_out_again_while_its_worker_may_still_be_drawing_it() -> None:
     """kombu gives an unacknowledged order to another worker after the visibility timeout: it was the job
     timeout plus a minute (180 s), so a clip still drawing at 3 minutes, within its 1200 s, was drawn twice."""
-    clip = WorkOrder("job-1", b"clip", "hayao", ConvertSettings(), ClipSettings(ClipLimits(10.0), "mp4"))
+    allowances = (1.0, CLIP_ALLOWANCE, DOUBLED.work.allowance, 1000.0)  # a photo, a clip, an HD, and any more
     for job_timeout in (30.0, 120.0, 600.0):
         visible_after = make_celery("redis://127.0.0.1:1/0", job_timeout).conf.broker_transport_options[
             "visibility_timeout"]
-        longest = max(time_limit(order, job_timeout) for order in (ORDER, clip, replace(ORDER, hd=True)))
+        longest = max(time_limit(a, job_timeout) for a in allowances)
         assert visible_after >= longest + 60, (job_timeout, visible_after, longest)
 
 
-def test_an_order_comes_back_as_it_went() -> None:
-    assert order_from_message(wire(order_to_message(ORDER))) == ORDER
+def test_an_order_comes_back_as_it_went_with_its_photo_inside_or_in_a_key_of_its_own() -> None:
+    assert order_from_message(wire(order_to_message(ORDER))) == Ordered(ORDER, None)
+    doubling = replace(ORDER, operation="double")
+    assert order_from_message(wire(order_to_message(doubling))) == Ordered(doubling, None)
+    claimed = order_to_message(doubling, photo_key("job-1:abc"))
+    assert "data" not in claimed and claimed["photo"] == "animebot:photo:job-1:abc"
+    assert order_from_message(wire(claimed)) == Ordered(replace(doubling, data=b""), "animebot:photo:job-1:abc")
 
 
 def test_a_drawing_and_a_failure_come_back_as_they_went_tuples_and_all() -> None:
@@ -101,8 +108,11 @@ def _settings(**changes: object) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("message", "why"), [
     (["not", "a", "map"], "must be a map, got list"),
-    ({**order_to_message(ORDER), "v": 2}, "format version 2, and this release reads 3 to 5"),  # before stickers
-    ({**order_to_message(ORDER), "v": 6}, "format version 6, and this release reads 3 to 5"),  # a later release's
+    ({**order_to_message(ORDER), "v": 2}, "format version 2, and this release reads 3 to 6"),  # before stickers
+    ({**order_to_message(ORDER), "v": 7}, "format version 7, and this release reads 3 to 6"),  # a later release's
+    ({**order_to_message(ORDER, "animebot:photo:t"), "photo": "celery-task-meta-t"}, "must be a key starting"),
+    ({**order_to_message(ORDER, "animebot:photo:t"), "operation": "paint"}, "operation must be one of draw, double"),
+    ({**order_to_message(ORDER, "animebot:photo:t"), "data": b"x"}, "unknown field(s) data"),
     ({**order_to_message(ORDER), "v": 3, "hd": False}, "the field hd, which its format version 3 does not"),
     ({**order_to_message(ORDER), "v": True}, "format version True"),
     ({k: v for k, v in order_to_message(ORDER).items() if k != "v"}, "format version None"),
@@ -159,6 +169,13 @@ def app(redis_server: RedisServer) -> Any:
 
 def send(app: Any, *args: object) -> Any:
     return app.send_task(TASK_NAME, args=list(args), task_id=str(uuid.uuid4()))
+
+
+def send_claimed(app: Any, client: redis.Redis, order: WorkOrder) -> Any:
+    """``order`` as the bot sends it: its photo in a key of its own, and the order naming the key."""
+    task_id = str(uuid.uuid4())
+    put_photo(client, photo_key(task_id), order.data, 600)
+    return app.send_task(TASK_NAME, args=[order_to_message(order, photo_key(task_id))], task_id=task_id)
 
 
 def test_a_photo_comes_back_drawn_exactly_as_the_bot_s_own_workers_draw_it(
@@ -296,8 +313,8 @@ def test_workers_are_listed_while_they_run_and_vanish_with_their_pool_when_kille
         assert "hayao" in info.styles and info.engine.startswith(DEFAULT_BACKEND) and info.faces == "on"
         assert info.task is None and abs(time.time() - info.seen) < 5
         assert f"PPid:\t{running.process.pid}\n" in Path(f"/proc/{info.pid}/status").read_text()  # a pool process
-        task = send(make_celery(url, 120), order_to_message(WorkOrder("job-4", shared_photo("group_3_faces.jpg"),
-                                                                      "hayao", ConvertSettings())))
+        task = send_claimed(make_celery(url, 120), client,
+                            WorkOrder("job-4", shared_photo("group_3_faces.jpg"), "hayao", ConvertSettings()))
         with caught_drawing([running], url):  # the drawing is certainly unfinished when its worker dies
             assert [w.task for w in read_workers(client)] == [task.id]
             running.kill_main()  # the main process only, as the OOM killer would

@@ -3,7 +3,9 @@ change under a new version, and a real earlier release reading what this one wri
 
 A rolling upgrade (Compose's ``up -d``, Kubernetes' rolling update, KEDA's scale-up of a new image) runs a
 bot and workers of two releases side by side. When HD added ``WorkOrder.hd`` under the same version, each
-side refused every order of the other, and the bot sent it again at once, 100 times a second.
+side refused every order of the other, and the bot sent it again at once, 100 times a second. Since
+format 6 an order names the key its photo waits in (a claim check); the formats before carry the bytes,
+and a bot sends those while a worker of the release before is up.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from bot.drawing.celery.wire import (ADDED, OLDEST_READ, WIRE_VERSION, BadOrder, order_from_message,
-                                     order_to_message, result_from_message, result_to_message)
+from bot.drawing.celery.wire import (ADDED, CLAIMED_SINCE, OLDEST_READ, WIRE_VERSION, BadOrder, ClaimedOrder,
+                                     InlineOrder, Ordered, order_from_message, order_to_message, photo_key,
+                                     result_from_message, result_to_message)
 from inference.drawer import WorkFailed, WorkOrder
 from inference.pipeline import Converted, ConvertSettings
 from testkit.releases import BEFORE_HD, release_tree
@@ -27,11 +30,11 @@ from testkit.releases import BEFORE_HD, release_tree
 # Every field of what crosses the broker, as format WIRE_VERSION has it. A change here without a new
 # version is what made two releases refuse each other: raise WIRE_VERSION, say in wire.ADDED what an
 # older message means by leaving a new field out, and record the new format here.
-FORMAT = {5: """
-WorkOrder.job_id: str
-WorkOrder.data: bytes
-WorkOrder.style: str
-WorkOrder.settings: ConvertSettings
+FORMAT = {6: """
+ClaimedOrder.job_id: str
+ClaimedOrder.photo: str
+ClaimedOrder.style: str
+ClaimedOrder.settings: ConvertSettings
 ConvertSettings.max_side: int
 ConvertSettings.fmt: str
 ConvertSettings.jpeg_quality: int
@@ -44,7 +47,7 @@ ImageLimits.min_side: int
 ImageLimits.max_aspect: float
 ConvertSettings.avatar: bool
 ConvertSettings.cut: str
-WorkOrder.clip: ClipSettings | None
+ClaimedOrder.clip: ClipSettings | None
 ClipSettings.limits: ClipLimits
 ClipLimits.max_seconds: float
 ClipLimits.max_fps: float
@@ -56,7 +59,7 @@ ClipSettings.keep_colours: bool
 ClipSettings.steady: bool
 ClipSettings.cut: str
 ClipSettings.avatar: bool
-WorkOrder.hd: bool
+ClaimedOrder.operation: str
 Converted.data: bytes
 Converted.input_size: tuple[int, int]
 Converted.output_size: tuple[int, int]
@@ -99,7 +102,7 @@ def wire_fields() -> list[str]:
                 if isinstance(inner, type) and dataclasses.is_dataclass(inner) and inner not in seen:
                     walk(inner)
 
-    for cls in (WorkOrder, Converted, WorkFailed):
+    for cls in (ClaimedOrder, Converted, WorkFailed):
         walk(cls)
     return lines
 
@@ -107,11 +110,11 @@ def wire_fields() -> list[str]:
 def test_the_fields_that_cross_the_broker_are_those_of_the_current_format_version() -> None:
     assert wire_fields() == FORMAT[WIRE_VERSION].split("\n")[1:-1], \
         "an order's or a result's fields changed: raise WIRE_VERSION (bot/drawing/celery/wire.py) and record them"
-    carriers = {"order": WorkOrder, "failed": WorkFailed, "converted": Converted}
+    carriers = {"order": InlineOrder, "failed": WorkFailed, "converted": Converted}
     for carrier, added in ADDED.items():  # what an older message means by leaving a field out is its default
         fields = {f.name: f for f in dataclasses.fields(carriers[carrier])}
         for version, defaults in added.items():
-            assert OLDEST_READ < version <= WIRE_VERSION
+            assert OLDEST_READ < version <= (CLAIMED_SINCE - 1 if carrier == "order" else WIRE_VERSION)
             for name, was in defaults.items():
                 field = fields[name]
                 default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
@@ -119,10 +122,13 @@ def test_the_fields_that_cross_the_broker_are_those_of_the_current_format_versio
 
 
 def test_an_order_is_written_in_the_oldest_format_that_can_say_it() -> None:
-    plain, hd = order_to_message(PLAIN), order_to_message(replace(PLAIN, hd=True))
+    doubling = replace(PLAIN, operation="double")
+    plain, hd = order_to_message(PLAIN), order_to_message(doubling)
     assert plain["v"] == OLDEST_READ and "hd" not in plain
     assert hd["v"] == 4 and hd["hd"] is True  # HD's format (5 added nothing to orders)
-    assert order_from_message(plain) == PLAIN and order_from_message(hd) == replace(PLAIN, hd=True)
+    assert order_from_message(plain) == Ordered(PLAIN, None) and order_from_message(hd) == Ordered(doubling, None)
+    claimed = order_to_message(PLAIN, photo_key("job-1:0"))  # a claim check says itself in 6 alone
+    assert claimed["v"] == CLAIMED_SINCE == WIRE_VERSION and "data" not in claimed and "hd" not in claimed
     assert result_to_message(DRAWN)["v"] == OLDEST_READ  # a drawing's result has not changed since
     plain_failure = WorkFailed("job-1", "corrupt", "damaged")
     assert result_to_message(plain_failure)["v"] == OLDEST_READ and "values" not in result_to_message(plain_failure)
@@ -174,14 +180,15 @@ def test_the_release_before_hd_and_this_one_read_each_other_s_messages(tmp_path:
     pack = lambda message: msgpack.packb(message, use_bin_type=True)  # noqa: E731 - as kombu packs it
     # Its workers read this bot's orders, all but an HD, which they refuse unread with a sentence.
     assert _with_release(old, READ_ORDER, pack(order_to_message(PLAIN))).decode() == "job-1 hayao 320 sticker\n"
-    refused = _with_release(old, READ_ORDER, pack(order_to_message(replace(PLAIN, hd=True)))).decode()
-    assert order_to_message(replace(PLAIN, hd=True))["v"] == 4  # HD's format: format 5 added nothing to orders
+    doubling = replace(PLAIN, operation="double")
+    refused = _with_release(old, READ_ORDER, pack(order_to_message(doubling))).decode()
+    assert order_to_message(doubling)["v"] == 4  # HD's format: format 5 added nothing to orders
     assert refused.startswith("refused:") and "format version 4" in refused, refused
     # Its bot reads this release's results; this release's workers read its orders.
     assert _with_release(old, READ_RESULT, pack(result_to_message(DRAWN))).decode() == "(320, 240)\n"
     order, result = msgpack.unpackb(_with_release(old, WRITE, b""), raw=False)
-    assert order_from_message(order) == WorkOrder("job-2", b"photo", "shinkai",
-                                                  ConvertSettings(max_side=256, faces=False))
+    assert order_from_message(order) == Ordered(WorkOrder("job-2", b"photo", "shinkai",
+                                                          ConvertSettings(max_side=256, faces=False)), None)
     assert result_from_message(result) == Converted(b"jpeg", (10, 20), (5, 10), "shinkai", "openvino",
                                                     {"model_s": 0.1}, [], 1)
     assert isinstance(result_from_message(result_to_message(WorkFailed("j", "c", "m"))), WorkFailed)

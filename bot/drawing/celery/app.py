@@ -17,7 +17,7 @@ from kombu.serialization import register
 
 from bot.drawing.celery.results import PushedRedisBackend
 from bot.drawing.celery.wire import Summarized
-from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, HD_TIMEOUT_FACTOR
+from bot.drawing.pool import LONGEST_ALLOWANCE
 
 QUEUE = "animebot"
 # Short enough that a dead Redis fails a call within seconds instead of hanging it.
@@ -48,7 +48,7 @@ register(RESULT_SERIALIZER, _pack, _unpack, content_type="application/x-animebot
 
 def visibility_timeout(job_timeout_s: float) -> float:
     """Past the longest time limit of any order (bot/drawing/pool.py, ``time_limit``), with a minute to spare."""
-    return job_timeout_s * max(CLIP_TIMEOUT_FACTOR, HD_TIMEOUT_FACTOR) + 60
+    return job_timeout_s * LONGEST_ALLOWANCE + 60
 
 
 def make_celery(broker_url: str, job_timeout_s: float) -> Celery:

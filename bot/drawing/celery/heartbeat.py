@@ -3,7 +3,13 @@
 The bot reads them (bot/drawing/celery/wire.py, ``read_workers``) to know how many photos the
 workers can take now and which tasks are really being drawn, process by process. Celery's own
 worker heartbeats, which Flower shows, come from a worker's main process, which beats on while one
-of its pool processes hangs or is killed, and say nothing of styles or of a clip's frames.
+of its pool processes hangs or is killed, and say nothing of styles.
+
+Each beat also looks whether the bot asked to stop the task being drawn (a clip whose Cancel was
+pressed: a key beside the task, bot/drawing/celery/wire.py). Celery's own ``celery.contrib.abortable``
+is not used for it: it stores ABORTED as the task's result, so an abort that lands just after the clip
+was stored overwrites the clip, and the PROGRESS states a clip reports (bot/drawing/celery/task.py)
+would overwrite an abort in turn; a key of its own has neither race.
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import redis
 
-from bot.drawing.celery.wire import WorkerInfo, answered_key, cancel_key, write_heartbeat
+from bot.drawing.celery.wire import WorkerInfo, cancel_key, write_heartbeat
 
 WORKER_BEAT_S = 2.0
 WORKER_BEAT_TTL_S = 10.0  # a process not heard from for this long is gone (killed, or cut off from Redis)
@@ -37,20 +43,8 @@ class Heartbeat:
     def drawing(self, task_id: str | None) -> None:
         """Now drawing ``task_id`` (None: nothing); written by the heartbeat thread, so the drawing never
         waits for Redis."""
-        self.info = replace(self.info, task=task_id, progress=None)
+        self.info = replace(self.info, task=task_id)
         self._wake.set()
-
-    def answered(self, task_id: str) -> bool:
-        """Whether the bot is done with ``task_id`` already (an order redelivered from a dead worker after
-        the bot sent it again and answered). Redis away: not known, so the order is drawn."""
-        try:
-            return bool(self.client.exists(answered_key(task_id)))
-        except redis.RedisError:
-            return False
-
-    def progress(self, done: int, total: int) -> None:
-        """A clip's frames so far: sent with the next beat (the bot edits its status less often still)."""
-        self.info = replace(self.info, progress=(done, total))
 
     def run(self) -> None:
         while True:
@@ -62,7 +56,7 @@ class Heartbeat:
         try:
             info = replace(self.info, seen=time.time())
             write_heartbeat(self.client, info, WORKER_BEAT_TTL_S)
-            if info.progress is not None and info.task is not None and self.client.exists(cancel_key(info.task)):
+            if info.task is not None and self.client.exists(cancel_key(info.task)):
                 self.cancel_asked = info.task  # read between frames by the drawing thread
         except Exception as exc:  # Redis away (ConnectionError, TimeoutError...), or anything else: beat on
             if not self._down:

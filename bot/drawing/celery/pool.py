@@ -13,18 +13,20 @@ How the bot knows what happens on the workers:
   cluster can take now and which tasks are really being drawn;
 * results come as Celery's Redis backend pushes them, through its result
   consumer's pub/sub subscription, drained by a thread of its own
-  (bot/drawing/celery/results.py): nothing polls them;
+  (bot/drawing/celery/results.py): nothing polls them; so do a clip's
+  frames so far (its PROGRESS state);
 * what to do with each photo at each look (wait, take its result, send it
   again, give it up) is decided by bot/drawing/celery/resend.py.
 
-A task that vanishes (its worker killed, Redis restarted empty, its result
-expired) is sent again under the same task id: the journal's job is the
-idempotency key, so whatever is delivered twice is answered once, and the
-copies left in Redis are deleted before the answer goes out
-(bot/drawing/celery/copies.py). A photo the
-bot stops waiting for before any worker started it is revoked, as Celery's
-tools expect; a marker in Redis makes sure it is not drawn even by a worker
-that never heard the revoke (one started later, or restarted).
+A photo's bytes wait in a key of their own, which the order names (the
+claim check, bot/drawing/celery/wire.py), and the bot deletes that key, and
+the result, as soon as it is done with the task: answered, stopped or given
+up. A task that vanishes (its worker killed, Redis restarted empty, its
+result expired) is sent again under the same task id: the journal's job is
+the idempotency key, so whatever is delivered twice is answered once. A copy
+of the order that Redis hands out again later (from a worker killed whole)
+finds its photo gone, and its worker skips it: nothing else needs removing,
+and no revoke is needed for a photo the bot stopped waiting for.
 
 Every blocking Redis or Celery call runs on one thread of its own, and the
 results' subscription on another, so the event loop never waits on the
@@ -47,15 +49,14 @@ from celery.result import AsyncResult
 from kombu.exceptions import KombuError
 
 from storage.errors import AnimebotError
-from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, RESULT_EXPIRES_S, for_bot
-from bot.drawing.celery.copies import drop_copies
+from bot.drawing.celery.app import QUEUE, REDIS_TIMEOUT_S, for_bot, visibility_timeout
 from bot.drawing.celery.results import PushedRedisBackend, Results
 from bot.drawing.celery.resend import MAX_SENDS, UNREADABLE, Seen, Step, decide
-from bot.drawing.celery.wire import (READS_HEADER, TASK_NAME, WIRE_VERSION, BadMessage, WorkerInfo, answered_key,
-                                     cancel_key, order_summary, order_to_message, read_workers, result_from_message,
-                                     task_id_for)
+from bot.drawing.celery.wire import (CLAIMED_SINCE, READS_HEADER, TASK_NAME, WIRE_VERSION, BadMessage, WorkerInfo,
+                                     cancel_key, order_summary, order_to_message, photo_key, put_photo, read_heartbeats,
+                                     result_from_message, task_id_for)
 from bot.drawing.fairqueue import Ticket
-from bot.drawing.pool import CLIP_TIMEOUT_FACTOR, Pool, WorkerLost, WorkerView, fail, time_limit
+from bot.drawing.pool import Pool, WorkerLost, WorkerView, fail, time_limit
 from inference.drawer import WorkFailed
 
 log = logging.getLogger("animebot.pool")
@@ -74,7 +75,7 @@ class _InFlight:
     seen_at: float  # the last time a live worker's heartbeat named this task (or when it was sent)
     crashes: int = 0  # times its worker died while drawing it
     claimed: bool = False  # a worker's heartbeat has named it
-    sends: int = 1  # times its order went to Redis: past one, copies may be left there
+    sends: int = 1  # times its order went to Redis
     drawn_by: tuple[str, int] | None = None  # the process whose heartbeat last named it
     # Processes that died drawing it: their last heartbeat names it until it is stale, and claims nothing.
     dead: set[tuple[str, int]] = field(default_factory=set)
@@ -95,14 +96,16 @@ class CeleryPool(Pool):
         self._workers: list[WorkerInfo] = []  # the live ones
         self._beats: dict[tuple[str, int], tuple[float, float]] = {}  # process -> (its last beat, when we saw it change)
         self._down_since: float | None = None  # the broker is unreachable since (wall clock)
+        # Every live worker process reads claim checks: orders go without their bytes. Until then (a rolling
+        # upgrade, with workers of the release before still up) they carry them, as those workers read.
+        self._claims = False
         self._room = asyncio.Event()
-        # Tasks ended since the last look: their results go, their markers come (unstarted ones revoked too).
-        self._answered: list[tuple[str, bool]] = []
+        self._ended: list[str] = []  # tasks ended since the last look: their photos and results go
         self._refusals: set[str] = set()  # what workers said refusing an order, each logged once
         self._loops: list[asyncio.Task[None]] = []
         backend = self._app.backend
         assert isinstance(backend, PushedRedisBackend), backend  # for_bot's
-        self._results = Results(backend, lambda task_id: task_id in self._in_flight)
+        self._results = Results(backend, lambda task_id: task_id in self._in_flight, self._progressed)
 
     # --- Pool -------------------------------------------------------------------------------
 
@@ -153,6 +156,13 @@ class CeleryPool(Pool):
     def workers(self) -> list[WorkerView]:
         return [WorkerView(f"{w.name} (pid {w.pid})", w.styles, w.engine, w.task is not None) for w in self._workers]
 
+    def _progressed(self, task_id: str, meta: object) -> None:
+        """A clip's frames so far, as its worker pushed them (anything else in a PROGRESS state is ignored)."""
+        flight = self._in_flight.get(task_id)
+        done, total = (meta.get("done"), meta.get("total")) if isinstance(meta, dict) else (None, None)
+        if flight is not None and type(done) is int and type(total) is int:
+            flight.task.progress = (done, total)
+
     # --- sending ------------------------------------------------------------------------------
 
     async def _dispatch(self) -> None:
@@ -166,7 +176,7 @@ class CeleryPool(Pool):
                 return  # paused for a stop
             flight = _InFlight(task, task_id_for(task.job_id, task.key, self._secret), time.monotonic(), time.monotonic())
             if task.order.clip is not None:
-                task.stop = self._stopper(flight.task_id)
+                task.stop = self._stopper(flight)
             self._in_flight[flight.task_id] = flight  # before the send: its result may be pushed at once
             if await self._send(flight):
                 task.take(at=flight.sent_at)  # the send counts as drawing time: it is the broker's cost
@@ -183,17 +193,18 @@ class CeleryPool(Pool):
         return len(self._workers) - elsewhere - len(self._in_flight)
 
     async def _send(self, flight: _InFlight) -> bool:
-        """Send the order (which follows its result, bot/drawing/celery/results.py), then read its result
-        once: one stored before this send is never pushed. Its "answered" marker from an earlier run of
-        the bot goes first (a restart between reading a result and storing it sends that drawing again,
-        and it must be drawn)."""
+        """Put the photo in its key (unless a worker of the release before may take the order), send the
+        order (which follows its result, bot/drawing/celery/results.py), then read its result once: one
+        stored before this send is never pushed."""
         order = flight.task.order
-        message = order_to_message(order)
+        key = photo_key(flight.task_id) if self._claims else None
+        message = order_to_message(order, key)
         limit = self._limit(flight)
         loop = asyncio.get_running_loop()
 
         def send() -> None:
-            self._redis.delete(answered_key(flight.task_id))
+            if key is not None:  # long enough for the order to be taken and drawn, and no longer
+                put_photo(self._redis, key, order.data, visibility_timeout(self.timeout_s))
             self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE, time_limit=limit,
                                 soft_time_limit=limit - min(5.0, limit / 10), argsrepr=order_summary(order),
                                 kwargsrepr="{}", headers={READS_HEADER: WIRE_VERSION})
@@ -245,27 +256,31 @@ class CeleryPool(Pool):
         """Read the heartbeats. A process counts as live while its beat keeps changing, as timed by our own
         clock: a killed worker is seen in seconds, not when its key expires, and the machines' clocks
         need not agree."""
-        found = await asyncio.get_running_loop().run_in_executor(self._io, read_workers, self._redis)
+        heard = await asyncio.get_running_loop().run_in_executor(self._io, read_heartbeats, self._redis)
         now = time.monotonic()
         beats = {}
-        for w in found:
+        for w, _ in heard:
             last, changed = self._beats.get((w.name, w.pid), (None, now))
             beats[w.name, w.pid] = (w.seen, now if w.seen != last else changed)
         self._beats = beats
-        self._workers = [w for w in found if now - beats[w.name, w.pid][1] < BEAT_STALE_S]
+        live = [(w, reads) for w, reads in heard if now - beats[w.name, w.pid][1] < BEAT_STALE_S]
+        self._workers = [w for w, _ in live]
+        self._claims = bool(live) and all(reads >= CLAIMED_SINCE for _, reads in live)
         self._room.set()
         for worker in self._workers:
             flight = self._in_flight.get(worker.task) if worker.task else None
             if flight is not None and (worker.name, worker.pid) not in flight.dead:
                 flight.seen_at, flight.claimed, flight.drawn_by = now, True, (worker.name, worker.pid)
-                flight.task.progress = worker.progress or flight.task.progress
+                flight.task.progress = worker.progress or flight.task.progress  # a worker of the release before
 
-    def _stopper(self, task_id: str) -> Callable[[], None]:
+    def _stopper(self, flight: _InFlight) -> Callable[[], None]:
         """How to stop a clip on a worker: a key in Redis that its heartbeat reads, and its drawing
-        between frames (set on the broker's thread, like every Redis call)."""
+        between frames (set on the broker's thread, like every Redis call), kept while it may be drawn."""
+        task_id = flight.task_id
+
         def stop() -> None:
             asking = asyncio.get_running_loop().run_in_executor(
-                self._io, lambda: self._redis.set(cancel_key(task_id), "1", ex=int(self.timeout_s * CLIP_TIMEOUT_FACTOR)))
+                self._io, lambda: self._redis.set(cancel_key(task_id), "1", ex=int(self._limit(flight))))
             asking.add_done_callback(said)
 
         def said(asking: asyncio.Future[Any]) -> None:
@@ -293,9 +308,9 @@ class CeleryPool(Pool):
                                flight.crashes, idle, flight.sends))
             flight.held = (state, value) if step.action == "wait" and state in ("FAILURE", UNREADABLE) else None
             await self._carry_out(flight, step, value)
-        if self._answered:
-            await asyncio.get_running_loop().run_in_executor(self._io, self._mark_answered, self._answered)
-            self._answered = []
+        if self._ended:
+            await asyncio.get_running_loop().run_in_executor(self._io, self._let_go, self._ended)
+            self._ended = []
 
     async def _carry_out(self, flight: _InFlight, step: Step, value: Any) -> None:
         job = flight.task.job_id
@@ -303,8 +318,6 @@ class CeleryPool(Pool):
             self._refusals.add(said)  # once each: in a rolling upgrade, which releases met
             log.warning("a worker refused an order unread (%s): of another release? An order is sent at most %d "
                         "times in all, then its user is told to try again later", said, MAX_SENDS)
-        if step.action in ("take", "drop", "give_up") and flight.sends > 1:
-            await self._drop_copies(flight)  # before the answer goes out
         if step.action == "take":
             self._finish(flight, value)
         elif step.action == "drop":
@@ -327,39 +340,19 @@ class CeleryPool(Pool):
                 flight.claimed, flight.drawn_by = False, None
                 flight.sends += 1
 
-    async def _drop_copies(self, flight: _InFlight) -> None:
-        """Delete every copy of an order sent more than once (bot/drawing/celery/copies.py). Redis away:
-        the answer goes out all the same, and a copy stays until Redis's visibility timeout."""
-        try:
-            removed = await asyncio.get_running_loop().run_in_executor(
-                self._io, drop_copies, self._redis, flight.task_id, RESULT_EXPIRES_S)
-        except BROKER_ERRORS as exc:
-            log.warning("job %s: cannot remove the copies of task %s from Redis (%s: %s); they go after its "
-                        "visibility timeout", flight.task.job_id, flight.task_id, exc.__class__.__name__, exc)
-            return
-        if removed:
-            log.info("job %s: %d copy(ies) of task %s removed from Redis", flight.task.job_id, removed, flight.task_id)
-
-    def _mark_answered(self, tasks: list[tuple[str, bool]]) -> None:
-        """Leave a marker for each task the bot is done with, for as long as Redis keeps results, then
-        drop their results: a copy of the order that comes back from a dead worker is skipped, and a
-        worker still drawing one (a photo whose user said /forget) stores nothing (bot/drawing/celery/task.py).
-        The marker goes first, so that a result stored after the drop is one its worker deletes.
-        Those no worker had started are revoked as well, so that Celery's tools show them so."""
-        with self._redis.pipeline(transaction=False) as pipe:
-            for task_id, _ in tasks:
-                pipe.set(answered_key(task_id), "1", ex=RESULT_EXPIRES_S)
-            pipe.execute()
-        for task_id, _ in tasks:
+    def _let_go(self, tasks: list[str]) -> None:
+        """Delete the photos and results of the tasks the bot is done with (answered, stopped or given up):
+        a copy of an order that comes back from a dead worker finds no photo and is skipped, and a worker
+        still drawing one (a photo whose user said /forget) stores nothing (bot/drawing/celery/task.py).
+        The photos go first, so that a result stored after its delete is one its worker deletes."""
+        self._redis.delete(*(photo_key(task_id) for task_id in tasks))
+        for task_id in tasks:
             AsyncResult(task_id, app=self._app).forget()
             self._results.backend.unfollow(task_id)
-        unstarted = [task_id for task_id, started in tasks if not started]
-        if unstarted:
-            self._app.control.revoke(unstarted)
 
     def _limit(self, flight: _InFlight) -> float:
-        """How long its worker may take: the job timeout, a clip's or an HD's several times over."""
-        return time_limit(flight.task.order, self.timeout_s)
+        """How long its worker may take: the job timeout, times the allowance the flow gave it."""
+        return time_limit(flight.task.allowance, self.timeout_s)
 
     def _finish(self, flight: _InFlight, message: object) -> None:
         try:
@@ -373,21 +366,21 @@ class CeleryPool(Pool):
                 log.warning("job %s: a worker cannot draw %s: %s", flight.task.job_id, flight.task.order.style,
                             reply.message)
                 reply = WorkFailed(reply.job_id, "style_unavailable", reply.message)
-            self._end(flight, AnimebotError(reply.message, reply.code, reply.values), drawn=True)
+            self._end(flight, AnimebotError(reply.message, reply.code, reply.values))
             return
-        self._forget(flight, drawn=True)
+        self._forget(flight)
         if not flight.task.result.done():
             flight.task.result.set_result(reply)
 
-    def _end(self, flight: _InFlight, exc: Exception, drawn: bool = False) -> None:
-        self._forget(flight, drawn)
+    def _end(self, flight: _InFlight, exc: Exception) -> None:
+        self._forget(flight)
         fail(flight.task, exc)
 
-    def _forget(self, flight: _InFlight, drawn: bool = False) -> None:
+    def _forget(self, flight: _InFlight) -> None:
         """The bot is done with this task, answered or not: its room is free, and no worker should draw it."""
         del self._in_flight[flight.task_id]
         self._results.drop(flight.task_id)
-        self._answered.append((flight.task_id, drawn or flight.claimed))
+        self._ended.append(flight.task_id)
         self._room.set()
 
     def _broker_down(self, exc: BaseException) -> None:

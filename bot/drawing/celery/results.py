@@ -35,6 +35,7 @@ from celery.states import READY_STATES
 from kombu.exceptions import ContentDisallowed, DecodeError, KombuError
 
 from bot.drawing.celery.resend import UNREADABLE
+from bot.drawing.celery.wire import PROGRESS
 
 log = logging.getLogger("animebot.pool")
 
@@ -84,10 +85,13 @@ class Results:
     """What the pool knows of its tasks' results between its looks: those pushed since the last, and
     whether a read of every stored one is due. The thread that drains the consumer of ``backend`` (the
     very object the bot sends tasks with, since sending is what follows a task) hands each result to the
-    event loop, where those of tasks ``wanted`` (in flight) are kept until taken, and :attr:`news` is set."""
+    event loop, where those of tasks ``wanted`` (in flight) are kept until taken, and :attr:`news` is set.
+    A clip's PROGRESS state is no result: it goes to ``progressed`` as it comes."""
 
-    def __init__(self, backend: PushedRedisBackend, wanted: Callable[[str], bool]) -> None:
+    def __init__(self, backend: PushedRedisBackend, wanted: Callable[[str], bool],
+                 progressed: Callable[[str, object], None]) -> None:
         self.backend = backend
+        self._progressed = progressed
         self.news = asyncio.Event()
         # A pushed result could not be decoded, Redis is back, or a read failed: read every task's.
         self.read_all = False
@@ -110,6 +114,10 @@ class Results:
         """A result for ``task_id`` (None: one that could not be decoded), on the event loop."""
         if task_id is None:
             self.read_all = True
+        elif state == PROGRESS:
+            if self._wanted(task_id):
+                self._progressed(task_id, value)
+            return
         elif self._wanted(task_id):
             self._pushed[task_id] = (state, value)
         else:

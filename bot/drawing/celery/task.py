@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import redis
 
 from celery import shared_task
 from celery.exceptions import Ignore, Reject
 from celery.worker.request import Request
 
 from bot.drawing.celery.heartbeat import Heartbeat
-from bot.drawing.celery.wire import (OLDEST_READ, READS_HEADER, TASK_NAME, BadOrder, Summarized, answered_key,
-                                     order_from_message, result_summary, result_to_message)
+from bot.drawing.celery.wire import (OLDEST_READ, PROGRESS, READS_HEADER, TASK_NAME, BadOrder, Summarized, fetch_photo,
+                                     order_from_message, photo_key_of, result_summary, result_to_message)
 from inference.drawer import Drawer, WorkFailed
 
 log = logging.getLogger("animebot.worker")
@@ -53,53 +55,75 @@ class SummaryRequest(Request):
 
 @shared_task(bind=True, name=TASK_NAME, Request=SummaryRequest)
 def draw(task: Any, *args: object, **kwargs: object) -> Summarized:
-    """Anything but exactly one order is refused unread: rejected, not requeued, never drawn. An order
-    the bot is already done with (a copy Redis handed out again) is acknowledged and skipped."""
+    """Anything but exactly one order is refused unread: rejected, not requeued, never drawn. A claim
+    check whose photo is gone is one the bot is done with (a copy Redis handed out again, a photo given
+    up): acknowledged and skipped."""
     task_id: str = task.request.id
     try:
         if len(args) != 1 or kwargs:
             raise BadOrder(f"a task carries one order, not {len(args)} argument(s) and {len(kwargs)} keyword(s)")
-        order = order_from_message(args[0])
+        order, key = order_from_message(args[0])
+        if _drawing is None:  # the models did not load, and the worker is stopping: back to the queue
+            raise Reject("this worker is stopping", requeue=True)
+        if key is not None:
+            data = fetch_photo(_drawing.heartbeat.client, key)
+            if data is None:
+                log.info("task %s (job %s): no longer wanted; not drawn", task_id, order.job_id)
+                raise Ignore()  # acknowledged, and no result stored for it
+            order = replace(order, data=data)
     except BadOrder as exc:
         log.warning("task %s refused: %s", task_id, exc.message)
         raise Reject(exc.message, requeue=False) from None
-    if _drawing is None:  # the models did not load, and the worker is stopping: back to the queue
-        raise Reject("this worker is stopping", requeue=True)
-    beat = _drawing.heartbeat
-    if beat.answered(task_id):
-        log.info("task %s (job %s): already answered; not drawn again", task_id, order.job_id)
-        raise Ignore()  # acknowledged, and no result stored for it
     started = time.perf_counter()
+    beat = _drawing.heartbeat
     beat.drawing(task_id)
     try:
-        reply = _drawing.drawer.draw(order, beat.progress, lambda: beat.cancel_asked == task_id)
+        reply = _drawing.drawer.draw(order, _Progress(task), lambda: beat.cancel_asked == task_id)
     finally:
         beat.drawing(None)
-    if beat.answered(task_id):  # the bot stopped waiting meanwhile (a /forget, a stop): keep nothing of it
+    if key is not None and not _wanted(key):  # the bot stopped waiting meanwhile (a /forget, a stop)
         log.info("task %s (job %s): no longer wanted; its result is not stored", task_id, order.job_id)
         raise Ignore()
     if isinstance(reply, WorkFailed):
         log.info("task %s (job %s) failed: %s: %s", task_id, order.job_id, reply.code, reply.message)
     else:
         log.info("task %s (job %s): %s in %.2f s", task_id, order.job_id,
-                 "HD made" if order.hd else f"{order.style} drawn", time.perf_counter() - started)
+                 f"{order.style} drawn" if order.operation == "draw" else f"{order.operation} made",
+                 time.perf_counter() - started)
     reads = task.request.get(READS_HEADER)  # what its bot reads: none said, a bot before the header
     return Summarized(result_to_message(reply, reads if type(reads) is int else OLDEST_READ), result_summary(reply))
 
 
-def drop_unwanted(task_id: str, task: Any, **_: Any) -> None:
+@dataclass(frozen=True)
+class _Progress:
+    """A clip's frames so far, pushed to the bot as Celery's PROGRESS state of the task (the bot's result
+    consumer hears it at once, bot/drawing/celery/results.py). Redis away: the frame count is skipped,
+    never the drawing."""
+
+    task: Any
+
+    def __call__(self, done: int, total: int) -> None:
+        try:
+            self.task.update_state(state=PROGRESS, meta={"done": done, "total": total})
+        except Exception as exc:  # kombu and redis-py wrap a lost Redis in several types
+            log.debug("a clip's progress was not sent (%s: %s)", exc.__class__.__name__, exc)
+
+
+def _wanted(key: str) -> bool:
+    """Whether the bot still waits for the claim check whose photo is ``key`` (it deletes the key once it is
+    done). Redis away: not known, so the result is kept for the bot to read."""
+    assert _drawing is not None
+    try:
+        return bool(_drawing.heartbeat.client.exists(key))
+    except redis.RedisError:
+        return True
+
+
+def drop_unwanted(task_id: str, task: Any, args: tuple[object, ...], **_: Any) -> None:
     """Connected to Celery's ``task_postrun``, which comes after the result is stored: a result the bot
-    stopped waiting for in between the look in :func:`draw` and the store is deleted here. The bot marks
-    a task answered before it deletes its result (bot/drawing/celery/pool.py), so either it deletes this
-    result or this sees its mark: none waits in Redis for ``result_expires``."""
-    if _drawing is not None and task.name == TASK_NAME and _drawing.heartbeat.answered(task_id):
+    stopped waiting for between the look in :func:`draw` and the store is deleted here. The bot deletes
+    a claim check's photo before its result (bot/drawing/celery/pool.py), so either it deletes this
+    result or this finds the photo gone: none waits in Redis for ``result_expires``."""
+    key = photo_key_of(args[0]) if task.name == TASK_NAME and len(args) == 1 else None
+    if _drawing is not None and key is not None and not _wanted(key):
         task.backend.forget(task_id)
-
-
-def drop_revoked(sender: Any, request: Any, **_: Any) -> None:
-    """Connected to Celery's ``task_revoked``, which comes after Celery stored the task's REVOKED state:
-    for an order the bot had already given up (its user said /forget), that state is deleted too, so
-    Redis keeps nothing of it. An operator's revoke of a photo the bot still waits for stays, for the bot
-    to read and answer."""
-    if sender.name == TASK_NAME and sender.backend.client.exists(answered_key(request.id)):
-        sender.backend.forget(request.id)

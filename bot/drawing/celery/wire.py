@@ -2,47 +2,94 @@
 
 Orders and results are plain, versioned dicts made here (with storage/codec.py, the journal's
 codec too); every message is checked field by field, and anything that is not exactly what some
-format this release reads says is refused unread. Beside them, each worker process's heartbeat, and
-the keys by which the bot asks a clip to stop and says it is done with a task.
+format this release reads says is refused unread. Beside them: each worker process's heartbeat, the
+key by which the bot asks a clip to stop, and the key a photo's bytes wait in.
+
+A photo's bytes do not ride in its order (the claim check): the bot puts them in a key of their own,
+with a lifetime, and the order (a few hundred bytes) names the key. Redis's queue and kombu's hash of
+orders being drawn then hold no photo, and the bot deletes the key once it has the answer (or the
+user said /forget), so no copy of a photo outlives its answer. A worker that finds the key gone skips
+the order: the bot is done with it (a copy Redis handed out again, a photo given up).
 
 A rolling upgrade runs a bot and workers of two releases side by side, so each message is written
-in the oldest format that can say it: an order that asks nothing of the newest format's fields is
-written without them, under the older version, and a worker of the release before reads it. A worker
-reads every format from :data:`OLDEST_READ` on, an older one's missing fields taking the values they
-stood for. What only the newest format can say (an HD) is refused by an older worker; the bot sends it
-again a few times and then says so to its user (bot/drawing/celery/resend.py).
+in the oldest format that can say it. A worker of the release before reads only orders with their
+bytes inside (formats 3 to 5), so the bot sends those while any live worker's heartbeat does not say
+it reads claim checks (:func:`heartbeat_key`), and claim checks once every one does. A worker reads
+every format from :data:`OLDEST_READ` on, an older one's missing fields taking the values they stood
+for. What only a newer format can say (an HD, to the release before HD) is refused by an older
+worker; the bot sends it again a few times and then says so to its user (bot/drawing/celery/resend.py).
 """
 from __future__ import annotations
 
 import copy
 import hmac
 import json
+import re
 from dataclasses import dataclass
+from typing import NamedTuple, cast, get_args
 
 import redis
 
 from storage.errors import AnimebotError
-from inference.drawer import WorkFailed, WorkOrder
-from inference.pipeline import Converted
+from inference.clip_settings import ClipSettings
+from inference.drawer import Operation, WorkFailed, WorkOrder
+from inference.pipeline import Converted, ConvertSettings
 from storage.codec import decode, encode
 
 TASK_NAME = "animebot.draw"
 HEARTBEAT_PREFIX = "animebot:worker:"
+PHOTO_PREFIX = "animebot:photo:"  # a key per order sent as a claim check, holding its photo's bytes
 # Orders and results carry their format's version; a bot and a worker of releases too far apart refuse each
 # other's messages with a sentence that says so, rather than misreading a field. tests/scale_out/
 # test_wire_formats.py holds each format's fields: a change to them fails it until it has a version here.
-WIRE_VERSION = 5  # 2: clips (an order's clip settings, a result's clip facts); 3: stickers and cut-outs
-# (settings.cut); 4: HD (an order's hd); 5: a failure's numbers (WorkFailed.values)
+WIRE_VERSION = 6  # 2: clips (an order's clip settings, a result's clip facts); 3: stickers and cut-outs
+# (settings.cut); 4: HD (an order's hd); 5: a failure's numbers (WorkFailed.values); 6: claim checks (an
+# order names the key of its photo's bytes, and says its operation instead of hd)
+CLAIMED_SINCE = 6  # the first format whose orders are claim checks; those before carry the bytes
 OLDEST_READ = 3  # the oldest format read, and written where it can say the message (the release before HD)
-# What each format after OLDEST_READ added, by the message that carries it, with what a message of an older
-# format means by its absence. A drawing's result has not changed since 3.
+# What each format from OLDEST_READ to CLAIMED_SINCE added, by the message that carries it, with what a message
+# of an older format means by its absence. A drawing's result has not changed since 3.
 ADDED: dict[str, dict[int, dict[str, object]]] = {"order": {4: {"hd": False}}, "failed": {5: {"values": {}}}}
 # A Celery header on each order: the newest format its bot reads results in. A worker answers in it, leaving
 # out what that format lacks (a failure's numbers); an order without it is from a bot before the header,
 # which reads OLDEST_READ.
 READS_HEADER = "animebot_reads"
+# The state a worker stores for a clip being drawn, with its frames so far ({"done": n, "total": m}) as the
+# state's meta: a state of our own, which Celery's tools show as it is.
+PROGRESS = "PROGRESS"
 # Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
 MAX_PHOTO_BYTES = 20 << 20
+
+
+@dataclass(frozen=True)
+class InlineOrder:
+    """An order of formats 3 to 5, which a worker of the release before reads: the bytes inside it."""
+
+    job_id: str
+    data: bytes
+    style: str
+    settings: ConvertSettings
+    clip: ClipSettings | None = None
+    hd: bool = False  # a doubling (since format 4), the one operation besides drawing those formats can say
+
+
+@dataclass(frozen=True)
+class ClaimedOrder:
+    """An order of format 6 on: the key its bytes wait in, and its operation."""
+
+    job_id: str
+    photo: str  # the key (PHOTO_PREFIX and its task id)
+    style: str
+    settings: ConvertSettings
+    clip: ClipSettings | None
+    operation: str  # one of inference/drawer.py's Operation
+
+
+class Ordered(NamedTuple):
+    """An order as read: its bytes are empty while they wait in ``photo_key`` (None: they came inside it)."""
+
+    order: WorkOrder
+    photo_key: str | None
 
 
 class BadMessage(AnimebotError):
@@ -55,19 +102,68 @@ class BadOrder(BadMessage):
     code = "bad_order"
 
 
-def order_to_message(order: WorkOrder) -> dict[str, object]:
-    """``order`` in the oldest format that can say it (one whose later fields it leaves as they were)."""
-    return _in_oldest_format(encode(order), ADDED["order"])
+def order_to_message(order: WorkOrder, photo_key: str | None = None) -> dict[str, object]:
+    """``order`` as a claim check naming ``photo_key`` (where the bot put its bytes, :func:`put_photo`), or
+    without one with its bytes inside, in the oldest format that can say it (for a worker of a release before)."""
+    if photo_key is not None:
+        claimed = ClaimedOrder(order.job_id, photo_key, order.style, order.settings, order.clip, order.operation)
+        return {"v": WIRE_VERSION, **encode(claimed)}
+    inline = InlineOrder(order.job_id, order.data, order.style, order.settings, order.clip,
+                         hd=order.operation == "double")
+    return _in_oldest_format(encode(inline), ADDED["order"], CLAIMED_SINCE - 1)
 
 
-def order_from_message(msg: object) -> WorkOrder:
-    """The order in ``msg``, or BadOrder if it is not exactly one (fields, types, photo size)."""
+def order_from_message(msg: object) -> Ordered:
+    """The order in ``msg``, or BadOrder if it is not exactly one (fields, types, photo size, key)."""
     body, version = _versioned(msg, "order", BadOrder)
-    order = decode(_as_now(body, version, ADDED["order"], "order", BadOrder), WorkOrder, "order", BadOrder)
-    if len(order.data) > MAX_PHOTO_BYTES:
-        raise BadOrder(f"the order's photo is {len(order.data):,} bytes, over the {MAX_PHOTO_BYTES:,} "
+    if version >= CLAIMED_SINCE:
+        claimed = decode(body, ClaimedOrder, "order", BadOrder)
+        if claimed.operation not in get_args(Operation):
+            raise BadOrder(f"the order's operation must be one of {', '.join(get_args(Operation))}, "
+                           f"got {claimed.operation!r}")
+        if not claimed.photo.startswith(PHOTO_PREFIX):
+            raise BadOrder(f"the order's photo must be a key starting {PHOTO_PREFIX}, got {claimed.photo[:80]!r}")
+        return Ordered(WorkOrder(claimed.job_id, b"", claimed.style, claimed.settings, claimed.clip,
+                                 cast(Operation, claimed.operation)), claimed.photo)
+    inline = decode(_as_now(body, version, ADDED["order"], "order", BadOrder), InlineOrder, "order", BadOrder)
+    _check_size(len(inline.data))
+    return Ordered(WorkOrder(inline.job_id, inline.data, inline.style, inline.settings, inline.clip,
+                             "double" if inline.hd else "draw"), None)
+
+
+def photo_key(task_id: str) -> str:
+    return f"{PHOTO_PREFIX}{task_id}"
+
+
+def photo_key_of(msg: object) -> str | None:
+    """The key a claim check's photo waits in, read from the message without checking the rest; None for
+    anything else (an order with its bytes inside, or no order)."""
+    found = msg.get("photo") if isinstance(msg, dict) else None
+    return found if isinstance(found, str) and found.startswith(PHOTO_PREFIX) else None
+
+
+def put_photo(client: redis.Redis, key: str, data: bytes, ttl_s: float) -> None:
+    """The photo's bytes under ``key`` for ``ttl_s`` at most: long enough for any order to be taken and drawn,
+    short enough that a bot killed before it could delete them leaves them in Redis for minutes, not for ever."""
+    client.set(key, data, ex=max(1, int(ttl_s)))
+
+
+def fetch_photo(client: redis.Redis, key: str) -> bytes | None:
+    """The photo a claim check names; None once the bot deleted it (it is done with the order); BadOrder
+    if it is bigger than any photo Telegram lets the bot download."""
+    data = client.get(key)
+    if data is None:
+        return None
+    if not isinstance(data, bytes):
+        raise BadOrder(f"the key {key} holds {type(data).__name__}, not a photo's bytes")
+    _check_size(len(data))
+    return data
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_PHOTO_BYTES:
+        raise BadOrder(f"the order's photo is {size:,} bytes, over the {MAX_PHOTO_BYTES:,} "
                        f"({MAX_PHOTO_BYTES >> 20} MiB) an order may carry")
-    return order
 
 
 def result_to_message(reply: Converted | WorkFailed, reads: int = WIRE_VERSION) -> dict[str, object]:
@@ -99,25 +195,16 @@ class WorkerInfo:
     faces: str  # "on", or "off: why"
     task: str | None  # the Celery task id being drawn now
     seen: float  # unix time of this heartbeat
-    progress: tuple[int, int] | None = None  # a clip's frames drawn so far, of how many
+    # A clip's frames drawn so far, of how many: from workers of the release before claim checks; this
+    # release's push them as Celery's PROGRESS state (bot/drawing/celery/task.py) and leave it None.
+    progress: tuple[int, int] | None = None
 
 
 CANCEL_PREFIX = "animebot:cancel:"  # a key per task the bot wants stopped (a clip whose Cancel was pressed)
-# A key per task the bot is done with (its result read, or the photo given up). Redis hands a killed
-# worker's unacknowledged order to another worker after the visibility timeout, long after the bot sent
-# it again and answered; a worker that finds this key skips the order instead of drawing it for nobody.
-# Celery's revoke cannot do this: a worker keeps revoked ids in its own memory (on disk only with a state
-# db), so one started later learns them only from a live one at mingle, and a revoke lets a task already
-# running store its result.
-ANSWERED_PREFIX = "animebot:answered:"
 
 
 def cancel_key(task_id: str) -> str:
     return f"{CANCEL_PREFIX}{task_id}"
-
-
-def answered_key(task_id: str) -> str:
-    return f"{ANSWERED_PREFIX}{task_id}"
 
 
 def task_id_for(job_id: str, result_key: str, secret: bytes) -> str:
@@ -135,7 +222,7 @@ def task_id_for(job_id: str, result_key: str, secret: bytes) -> str:
 def order_summary(order: WorkOrder) -> str:
     """What Celery's tools (``celery inspect active``, Flower, its logs) show of an order in place of
     its arguments: which job and style, and how big, never the photo's bytes."""
-    kind = "clip" if order.clip is not None else "photo"
+    kind = "clip" if order.clip is not None else "photo" if order.operation == "draw" else f"{order.operation} of a drawing"
     return f"(job {order.job_id}, {order.style}, {kind} of {len(order.data):,} bytes)"
 
 
@@ -167,8 +254,20 @@ class Summarized:
         return self.summary
 
 
+class Heard(NamedTuple):
+    """One worker process's heartbeat, and the newest order format it reads."""
+
+    info: WorkerInfo
+    reads: int
+
+
+# The newest order format a process reads is in its heartbeat's key, not its value: a bot of the release
+# before reads the value field by field and would skip a heartbeat with a field it does not know.
+_READS = re.compile(r":reads(\d+)$")
+
+
 def heartbeat_key(info: WorkerInfo) -> str:
-    return f"{HEARTBEAT_PREFIX}{info.name}:{info.pid}"
+    return f"{HEARTBEAT_PREFIX}{info.name}:{info.pid}:reads{WIRE_VERSION}"
 
 
 def write_heartbeat(client: redis.Redis, info: WorkerInfo, ttl_s: float) -> None:
@@ -178,16 +277,24 @@ def write_heartbeat(client: redis.Redis, info: WorkerInfo, ttl_s: float) -> None
 
 def read_workers(client: redis.Redis) -> list[WorkerInfo]:
     """Every worker process whose heartbeat is fresh, sorted by name and pid; unreadable entries are skipped."""
+    return [heard.info for heard in read_heartbeats(client)]
+
+
+def read_heartbeats(client: redis.Redis) -> list[Heard]:
+    """Every fresh heartbeat, as :func:`read_workers` reads them, with what its process reads. A heartbeat
+    whose key says no format is of a release before claim checks (it reads up to 5)."""
     keys = list(client.scan_iter(match=f"{HEARTBEAT_PREFIX}*", count=100))
-    workers = []
-    for raw in client.mget(keys) if keys else []:
+    heard = []
+    for key, raw in zip(keys, client.mget(keys) if keys else []):
         if raw is None:  # expired since the SCAN
             continue
         try:
-            workers.append(decode(json.loads(raw), WorkerInfo, "heartbeat", BadMessage))
+            info = decode(json.loads(raw), WorkerInfo, "heartbeat", BadMessage)
         except (ValueError, BadMessage):  # not JSON, or not a heartbeat of this release
             continue
-    return sorted(workers, key=lambda w: (w.name, w.pid))
+        reads = _READS.search(key.decode() if isinstance(key, bytes) else str(key))
+        heard.append(Heard(info, int(reads.group(1)) if reads else CLAIMED_SINCE - 1))
+    return sorted(heard, key=lambda h: (h.info.name, h.info.pid))
 
 
 def _in_oldest_format(body: dict[str, object], added: dict[int, dict[str, object]], newest: int = WIRE_VERSION

@@ -67,7 +67,6 @@ def run_worker(cfg: WorkerConfig) -> int:
                             os.getpid())
     signals.worker_process_init.connect(starter, weak=False)
     signals.task_postrun.connect(task.drop_unwanted, weak=False)
-    signals.task_revoked.connect(task.drop_revoked, weak=False)
     log.info("animebot worker %s: %d process(es) x %d thread(s), %s, preloading %s", node, cfg.concurrency,
              cfg.threads, cfg.backend, preload)
     # Celery's heartbeats, gossip and mingle stay on, as Celery's tools expect; the bot itself

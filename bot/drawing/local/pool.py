@@ -117,7 +117,7 @@ class LocalPool(Pool):
             def progress(done: int, total: int, ticket: Ticket = ticket) -> None:
                 loop.call_soon_threadsafe(setattr, ticket, "progress", (done, total))
 
-            limit = time_limit(order, self.timeout_s)
+            limit = time_limit(ticket.allowance, self.timeout_s)
             try:
                 reply = await asyncio.wait_for(
                     loop.run_in_executor(self._threads, _exchange, worker.conn, order, progress), limit)

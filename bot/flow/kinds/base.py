@@ -10,6 +10,7 @@ limits to name in a sentence, and the preview sheets.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from bot.flow.access import Refusal
@@ -18,7 +19,16 @@ from bot.flow.drawn import Drawn
 from bot.flow.errand import Errand
 from bot.flow.requests import Failed, Request, Source
 from bot.words.catalogue import t
+from inference.drawer import Operation
 from inference.pipeline import ConvertSettings
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a kind asks a worker to do with a drawing's file, beyond drawing it (HD: double it)."""
+
+    operation: Operation  # what the worker does (inference/drawer.py, ``Drawer.draw``)
+    allowance: float  # how many job timeouts it may take (bot/drawing/pool.py, ``time_limit``)
 
 
 class Drawing(Protocol):
@@ -27,8 +37,8 @@ class Drawing(Protocol):
     async def result(self, errand: Errand, src: Source, style: str) -> Drawn:
         """The photo drawn in the style: from the cache, from the same drawing under way, or drawn."""
 
-    async def doubled(self, errand: Errand, base: Drawn) -> Drawn:
-        """A drawing doubled by Real-CUGAN: from the cache, or made on a worker from its file."""
+    async def further(self, errand: Errand, base: Drawn, work: Work) -> Drawn:
+        """``work`` done on a drawing's file: from the cache, from the same work under way, or on a worker."""
 
 
 class Bench(Protocol):
