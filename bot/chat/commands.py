@@ -14,7 +14,8 @@ from telegram.error import Forbidden, TelegramError
 from telegram.ext import ApplicationHandlerStop
 
 from bot.chat import keyboards
-from bot.chat.context import Context, Incoming, answer_quietly, chat_settings, may_configure, state, user_lang, user_style
+from bot.chat.context import Context, Incoming, answer_quietly
+from bot.chat.needs import Choices, Drawings, Rights, Stats
 from bot.words.catalogue import t
 from bot.chat.photos import anime_command
 from bot.flow.kinds.registry import PREVIEW
@@ -33,13 +34,13 @@ async def gate(update: Update, context: Context) -> None:
     Only updates addressed to the bot get the refusal (a private message,
     ``/anime`` in a group, a button); a group's other photos are ignored.
     """
-    st = state(context)
+    rights = context.bot_data.get(Rights)
     user, chat = update.effective_user, update.effective_chat
-    if st.access.allows(user.id if user else None, chat.id if chat else None):
+    if rights.access.allows(user.id if user else None, chat.id if chat else None):
         return
     log.info("update %s: user %s in chat %s is not on the allowlist", update.update_id,
              user.id if user else "-", chat.id if chat else "-")
-    lang = await user_lang(st, user)
+    lang = await rights.choices.lang(user)
     if update.callback_query:
         await answer_quietly(update.callback_query, t(lang, "not_allowed"), alert=True)
     elif (message := update.effective_message) is not None:
@@ -49,16 +50,16 @@ async def gate(update: Update, context: Context) -> None:
     raise ApplicationHandlerStop
 
 
-async def stats_command(incoming: Incoming) -> None:
+async def stats_command(incoming: Incoming, stats: Stats) -> None:
     """``/stats``, for admins: the queue, throughput, cache hit rate and the commonest problems."""
-    st, lang = incoming.st, incoming.lang
-    if not st.access.is_admin(incoming.user.id):
+    lang = incoming.lang
+    if not stats.access.is_admin(incoming.user.id):
         await incoming.message.reply_text(t(lang, "admins_only"))
         return
     now = time.time()
-    journal, pool = st.journal, st.pool
+    journal, pool = stats.journal, stats.pool
     hour, ten_min, day = [await journal.counts_since(now - span) for span in (3600, 600, 86400)]
-    counters = await st.stores.counters.all()
+    counters = await stats.counters.all()
     hits, converted = counters.get("cache_hits", 0), counters.get("converted", 0)
     problems = ", ".join(f"{code} {n}" for code, n in day.top_outcomes) or t(lang, "none")
     by_user = ", ".join(f"{uid} {n}" for uid, n in pool.queue.by_user().most_common(10)) or t(lang, "none")
@@ -84,37 +85,37 @@ async def start(incoming: Incoming) -> None:
     await incoming.message.reply_text(text)
 
 
-async def help_command(incoming: Incoming) -> None:
-    st, lang = incoming.st, incoming.lang
-    styles = st.styles.listed(lang)
-    await incoming.message.reply_text(t(lang, "help", styles=styles))
+async def help_command(incoming: Incoming, choices: Choices) -> None:
+    lang = incoming.lang
+    await incoming.message.reply_text(t(lang, "help", styles=choices.styles.listed(lang)))
 
 
-async def about(incoming: Incoming) -> None:
+async def about(incoming: Incoming, choices: Choices) -> None:
     """Credits: each installed style by its name, with who made it and on what terms."""
-    st, lang = incoming.st, incoming.lang
-    models = "\n".join(t(lang, "about_style", name=st.styles.display(n, lang), command=n,
+    styles, lang = choices.styles, incoming.lang
+    models = "\n".join(t(lang, "about_style", name=styles.display(n, lang), command=n,
                          credits=e.credits or e.label, license=e.license)
-                       for n in st.styles.ordered for e in [st.styles.entry(n)])
-    others = "\n".join(f"• {st.styles.display(e.name, lang)}: {e.credits or e.label}; {e.license}" for e in st.styles.others)
+                       for n in styles.ordered for e in [styles.entry(n)])
+    others = "\n".join(f"• {styles.display(e.name, lang)}: {e.credits or e.label}; {e.license}" for e in styles.others)
     await incoming.message.reply_text(t(lang, "about", models=models, others=others or "-"))
 
 
-async def style_command(incoming: Incoming) -> None:
+async def style_command(incoming: Incoming, drawings: Drawings) -> None:
     """The style menu: a picture of every style drawn on the sample photo, with a button per style
     (drawn by the workers the first time, sent by file_id after); without a sample, a text list."""
-    st, message, user, lang = incoming.st, incoming.message, incoming.user, incoming.lang
-    current = await user_style(st, user)
-    if st.styles.sample is not None and st.styles.sample_sha256:
-        await st.runner.run(Request(
+    message, user, lang = incoming.message, incoming.user, incoming.lang
+    choices, styles = drawings.choices, drawings.choices.styles
+    current = await choices.style(user)
+    if styles.sample is not None and styles.sample_sha256:
+        await drawings.runner.run(Request(
             job_id=str(incoming.update_id), chat_id=message.chat_id, user_id=user.id, reply_to=message.message_id,
-            lang=lang, style=current, styles=tuple(st.styles.ordered), kind=PREVIEW.name, settings=PREVIEW_SETTINGS,
-            sources=(Source("", sha256=st.styles.sample_sha256, sample=True),),
+            lang=lang, style=current, styles=tuple(styles.ordered), kind=PREVIEW.name, settings=PREVIEW_SETTINGS,
+            sources=(Source("", sha256=styles.sample_sha256, sample=True),),
         ))
         return
-    own = await st.stores.users.last_photo(user.id) is not None
-    await message.reply_text(keyboards.style_menu_text(st.styles, current, lang, own),
-                             reply_markup=keyboards.style_keyboard(st.styles, current, user.id, lang, own))
+    own = await choices.users.last_photo(user.id) is not None
+    await message.reply_text(keyboards.style_menu_text(styles, current, lang, own),
+                             reply_markup=keyboards.style_keyboard(styles, current, user.id, lang, own))
 
 
 async def lang_command(incoming: Incoming) -> None:
@@ -122,12 +123,12 @@ async def lang_command(incoming: Incoming) -> None:
                                       reply_markup=keyboards.lang_keyboard(incoming.user.id))
 
 
-async def settings_command(incoming: Incoming) -> None:
+async def settings_command(incoming: Incoming, rights: Rights) -> None:
     """This chat's drawing settings; in a group only its admins get the buttons to change them."""
-    st, lang, chat = incoming.st, incoming.lang, incoming.chat
-    current = await chat_settings(st, chat.id)
+    lang, chat = incoming.lang, incoming.chat
+    current = await rights.choices.settings(chat.id)
     text = keyboards.settings_text(current, lang)
-    if await may_configure(st, incoming.bot, chat.id, incoming.user):
+    if await rights.may_configure(incoming.bot, chat.id, incoming.user):
         own = chat.id if chat.type == "private" else None  # deleting one's data is not a group's setting
         await incoming.message.reply_text(text, reply_markup=keyboards.settings_keyboard(current, lang, own))
     else:

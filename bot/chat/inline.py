@@ -11,7 +11,8 @@ from __future__ import annotations
 from telegram import (InlineQueryResultCachedMpeg4Gif, InlineQueryResultCachedPhoto, InlineQueryResultCachedSticker,
                       InlineQueryResultCachedVideo, InlineQueryResultsButton, Update)
 
-from bot.chat.context import BotState, Context, state, user_lang
+from bot.chat.context import Context
+from bot.chat.needs import Gallery
 from bot.words.catalogue import t
 from bot.styles import Styles
 from storage.holdings import OwnResult
@@ -28,20 +29,21 @@ async def inline_query(update: Update, context: Context) -> None:
     query = update.inline_query
     if query is None:
         return
-    st = state(context)
-    lang = await user_lang(st, query.from_user)
+    gallery = context.bot_data.get(Gallery)
+    styles = gallery.choices.styles
+    lang = await gallery.choices.lang(query.from_user)
     # The offset is ours (next_offset below), but a client may send anything: plain digits, in range.
     offset = int(query.offset) if query.offset.isascii() and query.offset.isdigit() and len(query.offset) <= 6 else 0
     text = query.query.strip()
-    style = style_asked(st.styles, text)
-    found = await st.stores.holdings.own_results(query.from_user.id, PAGE, offset, style) if style or not text else []
-    results = [r for r in (_shown(st, own, str(offset + i), lang) for i, own in enumerate(found)) if r is not None]
+    style = style_asked(styles, text)
+    found = await gallery.holdings.own_results(query.from_user.id, PAGE, offset, style) if style or not text else []
+    results = [r for r in (_shown(styles, own, str(offset + i), lang) for i, own in enumerate(found)) if r is not None]
     button = None
     if not found and not offset:  # say why the list is empty, with the way to the bot
         if not text:
             why = t(lang, "inline_empty")
         elif style is not None:
-            why = t(lang, "inline_none_in_style", style=st.styles.display(style, lang))
+            why = t(lang, "inline_none_in_style", style=styles.display(style, lang))
         else:
             why = t(lang, "inline_no_style")
         button = InlineQueryResultsButton(why, start_parameter="inline")
@@ -61,7 +63,7 @@ def style_asked(styles: Styles, text: str) -> str | None:
     return None
 
 
-def _shown(st: BotState, own: OwnResult, rid: str, lang: str) -> InlineResult | None:
+def _shown(styles: Styles, own: OwnResult, rid: str, lang: str) -> InlineResult | None:
     """One result as Telegram sends it on, ``rid`` its place in the list (an id that names no photo);
     a round video note has no inline kind, and is left out."""
     if own.kind == "photo":
@@ -69,7 +71,7 @@ def _shown(st: BotState, own: OwnResult, rid: str, lang: str) -> InlineResult | 
     if own.kind == "animation":
         return InlineQueryResultCachedMpeg4Gif(rid, own.media_file_id)
     if own.kind == "video":
-        return InlineQueryResultCachedVideo(rid, own.media_file_id, title=st.styles.display(own.style, lang))
+        return InlineQueryResultCachedVideo(rid, own.media_file_id, title=styles.display(own.style, lang))
     if own.kind == "sticker":
         return InlineQueryResultCachedSticker(rid, own.media_file_id)
     return None

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from telegram import Message, User
 
-from bot.chat.context import BotState, Incoming, chat_settings, user_lang, user_style
+from bot.chat.context import Incoming
+from bot.chat.needs import Drawings
 from bot.words.catalogue import t
 from bot.flow.kinds.base import Kind
 from bot.flow.kinds.registry import PHOTO, STICKER
@@ -76,7 +77,7 @@ def anime_command(text: str | None, bot_username: str | None, command: re.Patter
     return True, m.group(2)
 
 
-async def anime(incoming: Incoming) -> None:
+async def anime(incoming: Incoming, drawings: Drawings) -> None:
     """``/anime [style]`` as a reply to a photo, in a group or a private chat."""
     message = incoming.message
     asked, style_arg = anime_command(message.text, incoming.bot.username)
@@ -86,10 +87,10 @@ async def anime(incoming: Incoming) -> None:
     if target is None or (src := source_of(target)) is None:
         await message.reply_text(t(incoming.lang, "anime_needs_photo"), do_quote=True)
         return
-    await convert(incoming, [src], target.message_id, style_arg)
+    await convert(incoming, drawings, [src], target.message_id, style_arg)
 
 
-async def sticker(incoming: Incoming) -> None:
+async def sticker(incoming: Incoming, drawings: Drawings) -> None:
     """``/sticker [style]`` as a reply to a photo or clip: its person as a sticker, into the user's own set,
     as the Sticker button under a result makes one. In a group, only of a photo the user sent: a sticker
     of someone else's would go into the asker's public set, out of reach of that person's /forget."""
@@ -105,36 +106,36 @@ async def sticker(incoming: Incoming) -> None:
     if incoming.chat.type != "private" and sender != incoming.user.id:
         await message.reply_text(t(incoming.lang, "sticker_own_photo"), do_quote=True)
         return
-    await request(incoming.st, Asking.of(incoming), [src], target.message_id, style_arg, kind=STICKER)
+    await request(drawings, Asking.of(incoming), [src], target.message_id, style_arg, kind=STICKER)
 
 
-async def private_media(incoming: Incoming) -> None:
+async def private_media(incoming: Incoming, drawings: Drawings) -> None:
     """Any photo or file in a private chat: convert it, or say why not."""
     message = incoming.message
     if message.media_group_id:
-        await incoming.st.albums.add(message)
+        await drawings.albums.add(message)
         return
     src = source_of(message)
     if src is None:
         await message.reply_text(t(incoming.lang, "not_an_image_file"), do_quote=True)
         return
     _, style = anime_command(message.caption, incoming.bot.username)
-    await convert(incoming, [src], message.message_id, style)
+    await convert(incoming, drawings, [src], message.message_id, style)
 
 
-async def group_media(incoming: Incoming) -> None:
+async def group_media(incoming: Incoming, drawings: Drawings) -> None:
     """A photo in a group: converted only when its caption is ``/anime`` for us."""
     message = incoming.message
     if message.media_group_id:
-        await incoming.st.albums.add(message)  # the album decides once it is complete
+        await drawings.albums.add(message)  # the album decides once it is complete
         return
     asked, style = anime_command(message.caption, incoming.bot.username)
     src = source_of(message)
     if asked and src is not None:
-        await convert(incoming, [src], message.message_id, style)
+        await convert(incoming, drawings, [src], message.message_id, style)
 
 
-async def on_album(st: BotState, messages: list[Message]) -> None:
+async def on_album(drawings: Drawings, messages: list[Message]) -> None:
     """The album collector's callback: answer the album's parts that came together as one request.
 
     Telegram may deliver an album's parts seconds apart, so one album can
@@ -144,7 +145,7 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
     """
     group = messages[0].media_group_id
     assert group is not None
-    taken, album_style = await st.runner.album_taken(messages[0].chat_id, group)
+    taken, album_style = await drawings.runner.album_taken(messages[0].chat_id, group)
     fresh = [m for m in messages if m.message_id not in taken]
     if not fresh:
         log.info("album %s: every part already taken on; its updates came again", group)
@@ -157,7 +158,7 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
     # An album's clips are left out (an album comes back as an album of pictures), and said so.
     found = [s for s in (source_of(m) for m in fresh) if s is not None]
     sources = [s for s in found if not s.clip]
-    lang = await user_lang(st, first.from_user)
+    lang = await drawings.choices.lang(first.from_user)
     if len(sources) < len(found):
         await first.reply_text(t(lang, "album_clips"), do_quote=True)
     if not sources:
@@ -165,11 +166,12 @@ async def on_album(st: BotState, messages: list[Message]) -> None:
             await first.reply_text(t(lang, "not_an_image_file"), do_quote=True)
         return
     asking = Asking(f"album-{group}-{first.message_id}", first, first.from_user, lang)
-    await request(st, asking, sources, first.message_id, style_arg, album=group)
+    await request(drawings, asking, sources, first.message_id, style_arg, album=group)
 
 
-async def convert(incoming: Incoming, sources: list[Source], reply_to: int, style_arg: str | None) -> None:
-    await request(incoming.st, Asking.of(incoming), sources, reply_to, style_arg)
+async def convert(incoming: Incoming, drawings: Drawings, sources: list[Source], reply_to: int, style_arg: str | None
+                  ) -> None:
+    await request(drawings, Asking.of(incoming), sources, reply_to, style_arg)
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ class Asking:
         return cls(str(incoming.update_id), incoming.message, incoming.user, incoming.lang)
 
 
-async def request(st: BotState, asking: Asking, sources: list[Source], reply_to: int, style_arg: str | None,
+async def request(drawings: Drawings, asking: Asking, sources: list[Source], reply_to: int, style_arg: str | None,
                   album: str | None = None, kind: Kind = PHOTO) -> None:
     """Hand ``sources`` to the runner as a ``kind`` of job (bot/flow/kinds/), in the asked (or the user's)
     style, at the chat's settings; the results go under ``reply_to``, and every word to the user is in the
@@ -199,14 +201,15 @@ async def request(st: BotState, asking: Asking, sources: list[Source], reply_to:
     ("/anime my cat"), and gets the user's style.
     """
     message, user, lang = asking.message, asking.user, asking.lang
-    style = (st.styles.resolve(style_arg) or st.styles.resolve(style_arg.split()[0])) if style_arg else None
+    choices, styles = drawings.choices, drawings.choices.styles
+    style = (styles.resolve(style_arg) or styles.resolve(style_arg.split()[0])) if style_arg else None
     if style_arg and style is None and len(style_arg.split()) == 1:
-        await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=st.styles.listed(lang)),
+        await message.reply_text(t(lang, "unknown_style", style=style_arg[:32], styles=styles.listed(lang)),
                                  do_quote=True)
         return
-    style = style or await user_style(st, user)
-    settings = await chat_settings(st, message.chat_id)
-    await st.runner.run(Request(
+    style = style or await choices.style(user)
+    settings = await choices.settings(message.chat_id)
+    await drawings.runner.run(Request(
         job_id=asking.job_id, chat_id=message.chat_id, user_id=user.id if user else 0, reply_to=reply_to, lang=lang,
         style=style, sources=tuple(sources), settings=settings, kind=kind.name, album=album,
     ))

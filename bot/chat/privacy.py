@@ -12,31 +12,32 @@ from telegram.error import TelegramError
 
 from bot.chat import keyboards
 from bot.chat.context import Incoming, Pressed, answer_quietly
+from bot.chat.needs import Privacy
 from bot.words.catalogue import t
 from storage.erasure import Erasure
 
 log = logging.getLogger("animebot.privacy")
 
 
-async def privacy_command(incoming: Incoming) -> None:
+async def privacy_command(incoming: Incoming, privacy: Privacy) -> None:
     """``/privacy``: what is kept, why, for how long, who sees it, and how to erase it."""
-    st, lang = incoming.st, incoming.lang
-    text = t(lang, "privacy", days=t(lang, "days", count=st.keep_days))
-    if st.scaled_out:
+    lang = incoming.lang
+    text = t(lang, "privacy", days=t(lang, "days", count=privacy.keep_days))
+    if privacy.scaled_out:
         text += "\n\n" + t(lang, "privacy_scaled_out")
     await incoming.message.reply_text(text)
 
 
-async def forget_command(incoming: Incoming) -> None:
+async def forget_command(incoming: Incoming, privacy: Privacy) -> None:
     """``/forget`` (yourself) or, for an admin, ``/forget USER_ID``: ask to confirm, with a button."""
-    st, lang, message = incoming.st, incoming.lang, incoming.message
+    lang, message = incoming.lang, incoming.message
     if incoming.chat.type != "private":
         await message.reply_text(t(lang, "forget_in_private"))
         return
     args = (message.text or "").split()[1:]
     target = incoming.user.id
     if args:
-        if not st.access.is_admin(incoming.user.id):
+        if not privacy.access.is_admin(incoming.user.id):
             await message.reply_text(t(lang, "forget_others_admins_only"))
             return
         if len(args) != 1 or not args[0].isdigit():
@@ -76,19 +77,19 @@ async def keep_button(pressed: Pressed) -> None:
         log.info("forget not asked (update %s): %s", pressed.update_id, exc.message)
 
 
-async def confirm_button(pressed: Pressed) -> None:
+async def confirm_button(pressed: Pressed, privacy: Privacy) -> None:
     """``E:UID``: delete everything kept about ``UID``; only they, or an admin, may press it."""
-    st, query, lang = pressed.st, pressed.query, pressed.lang
+    query, lang = pressed.query, pressed.lang
     (owner,) = pressed.groups(1)
     message = query.message
-    if message is None or not owner or st.forgetting is None:
+    if message is None or not owner:
         await answer_quietly(query, t(lang, "button_expired"), alert=True)
         return
     target = int(owner)
-    if target != pressed.user.id and not st.access.is_admin(pressed.user.id):
+    if target != pressed.user.id and not privacy.access.is_admin(pressed.user.id):
         await answer_quietly(query, t(lang, "not_your_menu", command="/forget"), alert=True)
         return
-    forgetting = st.forgetting
+    forgetting = privacy.forgetting
     if target in forgetting.asked:  # a double tap: the first press's answer is on its way
         await answer_quietly(query, t(lang, "forgetting_now"))
         return

@@ -28,6 +28,7 @@ from storage.errors import AnimebotError
 from bot.chat import commands, inline, keyboards, photos, presses, privacy
 from bot.service.config import Config, ConfigError
 from bot.chat.context import CONTEXT_TYPES, on_message, on_press
+from bot.chat.needs import Choices, Drawings, Privacy, Redrawings, Rights, Stats
 from bot.root.life import run_service
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
@@ -35,21 +36,31 @@ from weights.store import ModelStore
 
 log = logging.getLogger("animebot")
 
-# The commands, by name; each handler reads its update through on_message (bot/chat/context.py).
-COMMANDS = {"start": commands.start, "stats": commands.stats_command, "help": commands.help_command,
-            "about": commands.about, "style": commands.style_command, "lang": commands.lang_command,
-            "settings": commands.settings_command, "privacy": privacy.privacy_command,
-            "forget": privacy.forget_command}
+# The commands, by name; each handler reads its update through on_message (bot/chat/context.py), and is
+# handed the group of what it needs (bot/chat/needs.py) named beside it.
+COMMANDS = {"start": on_message(commands.start), "stats": on_message(commands.stats_command, Stats),
+            "help": on_message(commands.help_command, Choices), "about": on_message(commands.about, Choices),
+            "style": on_message(commands.style_command, Drawings), "lang": on_message(commands.lang_command),
+            "settings": on_message(commands.settings_command, Rights),
+            "privacy": on_message(privacy.privacy_command, Privacy),
+            "forget": on_message(privacy.forget_command, Privacy)}
 # The buttons, by the pattern of their callback data (bot/chat/keyboards.py); a press no pattern matches is
 # told the button is not ours (presses.unknown_button, registered last).
-PRESSES = [(keyboards.REDRAW, presses.redraw_button), (keyboards.FULL_SIZE, presses.full_size_button),
-           (keyboards.CANCEL, presses.cancel_button), (keyboards.ALL_STYLES, presses.all_styles_button),
-           (keyboards.AVATAR, presses.avatar_button), (keyboards.STICKER, presses.sticker_button),
-           (keyboards.CUTOUT, presses.cutout_button), (keyboards.HD, presses.hd_button),
-           (keyboards.PREVIEW_MINE, presses.preview_button), (keyboards.SET_STYLE, presses.style_button),
-           (keyboards.SET_LANG, presses.lang_button), (keyboards.SET_OPTION, presses.option_button),
-           (keyboards.FORGET_ASK, privacy.settings_forget_button), (keyboards.FORGET_YES, privacy.confirm_button),
-           (keyboards.FORGET_NO, privacy.keep_button)]
+PRESSES = [(keyboards.REDRAW, on_press(presses.redraw_button, Redrawings)),
+           (keyboards.FULL_SIZE, on_press(presses.full_size_button, Redrawings)),
+           (keyboards.CANCEL, on_press(presses.cancel_button, Drawings)),
+           (keyboards.ALL_STYLES, on_press(presses.all_styles_button, Redrawings)),
+           (keyboards.AVATAR, on_press(presses.avatar_button, Redrawings)),
+           (keyboards.STICKER, on_press(presses.sticker_button, Redrawings)),
+           (keyboards.CUTOUT, on_press(presses.cutout_button, Redrawings)),
+           (keyboards.HD, on_press(presses.hd_button, Redrawings)),
+           (keyboards.PREVIEW_MINE, on_press(presses.preview_button, Redrawings)),
+           (keyboards.SET_STYLE, on_press(presses.style_button, Choices)),
+           (keyboards.SET_LANG, on_press(presses.lang_button, Choices)),
+           (keyboards.SET_OPTION, on_press(presses.option_button, Rights)),
+           (keyboards.FORGET_ASK, on_press(privacy.settings_forget_button)),
+           (keyboards.FORGET_YES, on_press(privacy.confirm_button, Privacy)),
+           (keyboards.FORGET_NO, on_press(privacy.keep_button))]
 
 
 def build_application(cfg: Config) -> tuple[Application, Styles]:
@@ -90,19 +101,21 @@ def _clip_durations_as_timedeltas() -> None:
 def route(app: Application) -> None:
     """Which handler answers which update. Every handler but the gate and the error handler reads its update
     through on_message or on_press (bot/chat/context.py), which narrow python-telegram-bot's optional fields
-    once, here."""
+    once, here; the gate and the inline query take their groups from bot_data themselves."""
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
     images = filters.PHOTO | filters.Document.ALL | filters.ANIMATION | filters.VIDEO | filters.VIDEO_NOTE
     app.add_handler(TypeHandler(Update, commands.gate), group=-1)  # the allowlist, before everything
     for name, command in COMMANDS.items():
-        app.add_handler(CommandHandler(name, on_message(command)))
+        app.add_handler(CommandHandler(name, command))
     # /anime by its text, not only as a bot_command entity, with our own @name check
-    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND), on_message(photos.anime)))
-    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.STICKER_COMMAND), on_message(photos.sticker)))
-    app.add_handler(MessageHandler(private & images, on_message(photos.private_media)))
-    app.add_handler(MessageHandler(groups & images, on_message(photos.group_media)))
+    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.ANIME_COMMAND),
+                                   on_message(photos.anime, Drawings)))
+    app.add_handler(MessageHandler(filters.TEXT & filters.Regex(photos.STICKER_COMMAND),
+                                   on_message(photos.sticker, Drawings)))
+    app.add_handler(MessageHandler(private & images, on_message(photos.private_media, Drawings)))
+    app.add_handler(MessageHandler(groups & images, on_message(photos.group_media, Drawings)))
     for pattern, press in PRESSES:
-        app.add_handler(CallbackQueryHandler(on_press(press), pattern=pattern))
+        app.add_handler(CallbackQueryHandler(press, pattern=pattern))
     app.add_handler(CallbackQueryHandler(on_press(presses.unknown_button)))
     app.add_handler(InlineQueryHandler(inline.inline_query))  # @bot in any chat: the user's own results
     others = filters.Sticker.ALL | filters.VOICE | filters.AUDIO | filters.LOCATION | filters.CONTACT

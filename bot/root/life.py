@@ -26,10 +26,9 @@ from telegram.ext import Application
 
 from bot.service import metrics
 from bot.service.config import Config
-from bot.chat.context import BotState
 from bot.updates.intake import Intake
 from bot.updates.polling import MAX_BACKOFF_S, poll
-from bot.root.state import close_state, open_state
+from bot.root.state import BotState, close_state, open_state
 from bot.styles import Styles
 from bot.updates.webhook import WebhookServer
 from bot.webapp.api import WebApp
@@ -103,8 +102,7 @@ async def _initialize(app: Application, stop: asyncio.Event) -> bool:
 async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyncio.Event) -> None:
     """Recover, take updates until told to stop, then stop gracefully."""
     intake = Intake(app, st.journal)
-    if st.forgetting is not None:  # before any job resumes: a forgotten user's must not
-        await st.forgetting.finish_pending()
+    await st.forgetting.finish_pending()  # before any job resumes: a forgotten user's must not
     resumed = await st.runner.recover()
     replayed = await intake.replay()
     if resumed or replayed:

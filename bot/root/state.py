@@ -1,14 +1,15 @@
-"""The state every handler shares, opened and closed in one place.
+"""What the bot opens at start, opened and closed in one place, and the handlers' parts made from it.
 
 :func:`open_state` opens the cache and the journal, starts the workers (they
-load their models) and wires the runner; :func:`close_state` stops them.
-bot/root/life.py calls these in order, so the workers are ready before the
-first update is fetched and stop only after the last one was handled or put
-aside.
+load their models), wires the runner and hands the chat's handlers their groups
+(bot/chat/needs.py); :func:`close_state` stops them. bot/root/life.py calls
+these in order, so the workers are ready before the first update is fetched and
+stop only after the last one was handled or put aside.
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from telegram import MenuButtonDefault, MenuButtonWebApp, WebAppInfo
 from telegram.error import TelegramError
@@ -16,7 +17,8 @@ from telegram.ext import Application
 
 from bot.flow.access import Access, Limits
 from bot.updates.albums import AlbumCollector
-from bot.chat.context import BotState
+from bot.chat.needs import Choices, Drawings, Gallery, Privacy, Redrawings, Rights, Stats
+from bot.chat.repeats import Presses
 from bot.words.catalogue import t
 from bot.root.profile import publish_profile
 from bot.service.config import Config
@@ -46,8 +48,26 @@ from storage.stores import Stores
 log = logging.getLogger("animebot")
 
 
+@dataclass(frozen=True)
+class BotState:
+    """Everything opened at start: what bot/root/life.py recovers, serves, watches and closes with, and what
+    the rooms' own parts are made from (the chat's groups below, the Mini App's PageNeeds); no room sees it."""
+
+    runner: JobRunner  # requests in: the only way to have anything drawn or answered
+    journal: Journal  # updates and jobs (storage/journal.py)
+    pool: Pool  # the workers (bot/drawing/pool.py)
+    db: Database  # the bot's SQLite file, which every store below works on (storage/database.py)
+    stores: Stores  # results, holdings, uploads, users' settings, counters (storage/stores.py)
+    buttons: ResultButtons[ConvertSettings]
+    styles: Styles
+    access: Access
+    forgetting: Forgetting  # /forget (bot/flow/forgetting.py), finished at start when a stop cut one short
+    hd: bool  # HD is on (ANIMEBOT_HD) and its model installed
+
+
 async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
-    """Open the database, start the workers (they load their models), and wire the runner."""
+    """Open the database, start the workers (they load their models), wire the runner, and put the chat's
+    groups in bot_data."""
     db = await Database.open(cfg.home / "bot.db")
     try:
         stores = Stores.on(db, cfg.home / "results", cfg.cache_bytes)
@@ -68,11 +88,9 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     desk = AppJobs(buttons)  # what the Mini App's page is told about the jobs it started
     ways: dict[str, Way] = {"chat": ChatWay(app.bot, replies, journal), "app": PageWay(desk)}  # by Request.answer
     runner = JobRunner(app.bot, pool, stores, journal, styles, ways, desk, settings)
-    albums = AlbumCollector(cfg.album_wait_s, lambda messages: on_album(st, messages))
     forgetting = Forgetting(app.bot, runner, Erasures(db, stores.results.results_dir), limits)
-    st = BotState(runner, journal, pool, db, stores, buttons, styles, albums, access, forgetting=forgetting,
-                  keep_days=cfg.keep_days, scaled_out=bool(cfg.broker_url), hd=hd)
-    app.bot_data.state = st
+    st = BotState(runner, journal, pool, db, stores, buttons, styles, access, forgetting, hd)
+    app.bot_data.put(*_chat_needs(st, cfg))
     await publish_profile(app.bot)
     await _menu_button(app, cfg.webapp_url)
     log.info("bot @%s ready: styles %s (default %s), %s, queue %d (%d a person), max side %d",
@@ -89,6 +107,17 @@ def _pool(cfg: Config, styles: Styles, secret: bytes) -> Pool:
         return CeleryPool(cfg.broker_url, cfg.queue_size, cfg.job_timeout_s, secret)
     return LocalPool(DrawerSpec(cfg.home, cfg.backend, cfg.threads_per_worker, styles.default),
                      cfg.workers, cfg.queue_size, cfg.job_timeout_s)
+
+
+def _chat_needs(st: BotState, cfg: Config) -> tuple[object, ...]:
+    """The chat's groups (bot/chat/needs.py), each with only what its handlers use; bot/root/app.py names
+    which handler gets which."""
+    choices = Choices(st.stores.users, st.styles)
+    drawings = Drawings(st.runner, choices, AlbumCollector(cfg.album_wait_s, lambda m: on_album(drawings, m)))
+    return (choices, drawings, Rights(choices, st.access), Gallery(choices, st.stores.holdings),
+            Redrawings(st.runner, choices, st.buttons, st.stores.uploads, st.stores.holdings, Presses(), st.hd),
+            Privacy(st.access, st.forgetting, cfg.keep_days, bool(cfg.broker_url)),
+            Stats(st.access, st.journal, st.pool, st.stores.counters))
 
 
 async def close_state(st: BotState) -> None:

@@ -143,6 +143,7 @@ def test_bots_rooms_import_one_way() -> None:
     assert {"chat", "flow", "drawing", "updates", "webapp", "service", "root"} <= rooms.keys()
     assert rooms["service"] == set(), "the leaf imports a room"
     assert {room for room, targets in rooms.items() if "root" in targets} == {"cli"}, "only the command line starts it"
+    assert "root" not in rooms["chat"], "the chat reaches the root's bundle (BotState), not its own groups"
     cycles = _cycles(rooms)
     assert not cycles, "rooms that import each other:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
 
