@@ -1,2 +1,1 @@
-"""The bot as a running service: its settings, its life from start to graceful stop, the state
-the handlers share, its log and its metrics."""
+"""The leaf every room reports to: the bot's settings, its log and its metrics; it imports no other room."""
