@@ -16,9 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiosqlite
-
-from storage.database import Database
+from storage.database import Database, Transaction
 from storage.files import write_atomically
 
 
@@ -137,14 +135,12 @@ class ResultCache:
         row = await self._db.fetchone("SELECT COALESCE(SUM(bytes), 0) FROM results")
         return int(row[0]) if row else 0
 
-    async def _evict(self, tx: aiosqlite.Connection) -> None:
+    async def _evict(self, tx: Transaction) -> None:
         """Within the transaction that stored a result, delete the least recently used beyond the cap."""
         total = await self.total_bytes()
         if total <= self.max_bytes:
             return
-        async with tx.execute("SELECT key, filename, bytes FROM results ORDER BY last_used ASC") as cur:
-            rows = await cur.fetchall()
-        for key, filename, size in rows:
+        for key, filename, size in await tx.fetchall("SELECT key, filename, bytes FROM results ORDER BY last_used ASC"):
             if total <= self.max_bytes:
                 break
             (self.results_dir / filename).unlink(missing_ok=True)

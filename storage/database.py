@@ -8,7 +8,9 @@ works on the same :class:`Database`. A write is a block::
         await tx.execute("UPDATE ...")
 
 which holds the database's lock, begins with ``BEGIN IMMEDIATE`` and ends with a commit, or a
-rollback if the block raises: its statements land together or not at all. Without the lock,
+rollback if the block raises: its statements land together or not at all. ``tx`` is a
+:class:`Transaction`, which runs statements and reads their rows and nothing else: nothing outside
+this module can begin, commit or roll back, so no block can end another's. Without the lock,
 another coroutine's commit could land between two of them (they ``await`` in between) and
 commit half of a whole. Reads (:meth:`Database.fetchone`, :meth:`Database.fetchall`) take the
 same lock, so no one reads another's unfinished write. A store that reads or writes inside a
@@ -55,6 +57,32 @@ class Unwritable(AnimebotError):
     code = "unwritable"
 
 
+class Transaction:
+    """The statements of one block of :meth:`Database.transaction` (and of a read, which takes the lock and
+    begins nothing): what they changed, what they read. There is nothing here to begin, commit or roll
+    back with; the block's end does that."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        """One statement; how many rows it changed."""
+        async with self._conn.execute(sql, params) as cur:
+            return cur.rowcount
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        async with self._conn.executemany(sql, rows):
+            pass  # the block is for its end, which closes the cursor
+
+    async def fetchone(self, sql: str, params: Params = ()) -> aiosqlite.Row | None:
+        async with self._conn.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def fetchall(self, sql: str, params: Params = ()) -> Iterable[aiosqlite.Row]:
+        async with self._conn.execute(sql, params) as cur:
+            return await cur.fetchall()
+
+
 class Database:
     """Open with ``await Database.open(path)``; close with ``await db.close()``."""
 
@@ -87,17 +115,17 @@ class Database:
             await self._conn.close()
 
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """The connection, inside one transaction: committed when the block ends, rolled back if it raises
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """One transaction's statements: committed when the block ends, rolled back if it raises
         (a cancellation included, wherever it lands)."""
         async with self._held() as joined:
             if joined:  # the whole outer block is the transaction
-                yield self._conn
+                yield Transaction(self._conn)
                 return
             failure: BaseException | None = None
             try:
                 await self._begin()
-                yield self._conn
+                yield Transaction(self._conn)
             except sqlite3.DatabaseError as exc:
                 failure = exc
                 if not _the_files_fault(exc):  # the statement's own fault (a constraint, a typo): the caller's
@@ -115,18 +143,15 @@ class Database:
     async def execute(self, sql: str, params: Params = ()) -> int:
         """One statement as a transaction of its own; how many rows it changed."""
         async with self.transaction() as tx:
-            async with tx.execute(sql, params) as cur:
-                return cur.rowcount
+            return await tx.execute(sql, params)
 
     async def fetchone(self, sql: str, params: Params = ()) -> aiosqlite.Row | None:
         async with self._held():
-            async with self._conn.execute(sql, params) as cur:
-                return await cur.fetchone()
+            return await Transaction(self._conn).fetchone(sql, params)
 
     async def fetchall(self, sql: str, params: Params = ()) -> Iterable[aiosqlite.Row]:
         async with self._held():
-            async with self._conn.execute(sql, params) as cur:
-                return await cur.fetchall()
+            return await Transaction(self._conn).fetchall(sql, params)
 
     async def probe(self) -> None:
         """A write that changes nothing, to learn whether the file takes writes again after it refused one

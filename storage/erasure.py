@@ -23,9 +23,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import aiosqlite
-
-from storage.database import Database
+from storage.database import Database, Transaction
 
 log = logging.getLogger("animebot.privacy")
 
@@ -56,14 +54,13 @@ class Erasure:
     erased: Erased | None = None  # what was deleted, once it was
 
 
-async def drop_results(db: aiosqlite.Connection, results_dir: Path, where: str, params: Iterable[object]) -> int:
+async def drop_results(tx: Transaction, results_dir: Path, where: str, params: Iterable[object]) -> int:
     """Delete the results ``where`` picks, their files first: a crash in between leaves rows whose
     file is gone, which the cache drops when it meets them, never a file that no row names."""
-    async with db.execute(f"SELECT filename FROM results WHERE {where}", tuple(params)) as cur:
-        names = [row[0] for row in await cur.fetchall()]
+    names = [row[0] for row in await tx.fetchall(f"SELECT filename FROM results WHERE {where}", tuple(params))]
     for name in names:
         (results_dir / name).unlink(missing_ok=True)
-    await db.execute(f"DELETE FROM results WHERE {where}", tuple(params))
+    await tx.execute(f"DELETE FROM results WHERE {where}", tuple(params))
     return len(names)
 
 
@@ -121,42 +118,40 @@ class Erasures:
             await tx.execute("UPDATE updates SET payload = '' WHERE update_id = ?", (erasure.update_id,))
         await truncate_log(self._db)
 
-    async def _erase(self, db: aiosqlite.Connection, uid: int, asking_update: int) -> Erased:
-        async with db.execute("SELECT content_sha256, result_key FROM holdings WHERE user_id = ?", (uid,)) as cur:
-            held = await cur.fetchall()
-        await db.execute("DELETE FROM holdings WHERE user_id = ?", (uid,))
+    async def _erase(self, tx: Transaction, uid: int, asking_update: int) -> Erased:
+        held = await tx.fetchall("SELECT content_sha256, result_key FROM holdings WHERE user_id = ?", (uid,))
+        await tx.execute("DELETE FROM holdings WHERE user_id = ?", (uid,))
         results = kept = buttons = 0
         for key in sorted({key for _, key in held if key}):
-            if await _held(db, "result_key", key):
+            if await _held(tx, "result_key", key):
                 kept += 1
             else:
-                results += await drop_results(db, self.results_dir, "key = ?", (key,))
-        photos: set[str] = set()  # whose records (Telegram's ids, the hash) went
-        async with db.execute("SELECT DISTINCT content_sha256 FROM uploads WHERE user_id = ?", (uid,)) as cur:
-            photos.update(row[0] for row in await cur.fetchall())
-        await db.execute("DELETE FROM uploads WHERE user_id = ?", (uid,))
+                results += await drop_results(tx, self.results_dir, "key = ?", (key,))
+        photos: set[str] = {  # whose records (Telegram's ids, the hash) went
+            row[0] for row in await tx.fetchall("SELECT DISTINCT content_sha256 FROM uploads WHERE user_id = ?", (uid,))}
+        await tx.execute("DELETE FROM uploads WHERE user_id = ?", (uid,))
         for sha in sorted({sha for sha, _ in held}):
-            if await _held(db, "content_sha256", sha):  # someone else sent it too: only this user's part goes
+            if await _held(tx, "content_sha256", sha):  # someone else sent it too: only this user's part goes
                 # A file id an older release kept without its sender may be this user's: it goes too.
-                if (await db.execute("DELETE FROM uploads WHERE content_sha256 = ? AND user_id = 0", (sha,))).rowcount:
+                if await tx.execute("DELETE FROM uploads WHERE content_sha256 = ? AND user_id = 0", (sha,)):
                     photos.add(sha)
                 continue
-            results += await drop_results(db, self.results_dir, "content_sha256 = ?", (sha,))
-            if (await db.execute("DELETE FROM uploads WHERE content_sha256 = ?", (sha,))).rowcount:
+            results += await drop_results(tx, self.results_dir, "content_sha256 = ?", (sha,))
+            if await tx.execute("DELETE FROM uploads WHERE content_sha256 = ?", (sha,)):
                 photos.add(sha)
-            buttons += (await db.execute("DELETE FROM buttons WHERE content_sha256 = ?", (sha,))).rowcount
-            await db.execute("UPDATE users SET last_photo = NULL WHERE last_photo = ?", (sha,))
-        buttons += (await db.execute("DELETE FROM buttons WHERE chat_id = ?", (uid,))).rowcount
-        settings = (await db.execute("DELETE FROM users WHERE user_id = ?", (uid,))).rowcount > 0
-        settings |= (await db.execute("DELETE FROM render_prefs WHERE owner_id = ?", (uid,))).rowcount > 0
-        await db.execute("DELETE FROM album_parts WHERE chat_id = ? OR job_id IN (SELECT job_id FROM jobs"
+            buttons += await tx.execute("DELETE FROM buttons WHERE content_sha256 = ?", (sha,))
+            await tx.execute("UPDATE users SET last_photo = NULL WHERE last_photo = ?", (sha,))
+        buttons += await tx.execute("DELETE FROM buttons WHERE chat_id = ?", (uid,))
+        settings = await tx.execute("DELETE FROM users WHERE user_id = ?", (uid,)) > 0
+        settings |= await tx.execute("DELETE FROM render_prefs WHERE owner_id = ?", (uid,)) > 0
+        await tx.execute("DELETE FROM album_parts WHERE chat_id = ? OR job_id IN (SELECT job_id FROM jobs"
                          " WHERE user_id = ?)", (uid, uid))
-        requests = (await db.execute("DELETE FROM jobs WHERE user_id = ?", (uid,))).rowcount
-        updates = await _clear_updates(db, uid, asking_update)
-        async with db.execute("SELECT name FROM sticker_sets WHERE user_id = ? ORDER BY number", (uid,)) as cur:
-            sets = tuple(row[0] for row in await cur.fetchall())
-        await db.execute("DELETE FROM sticker_sets WHERE user_id = ?", (uid,))
-        await db.execute("DELETE FROM stickers WHERE user_id = ?", (uid,))
+        requests = await tx.execute("DELETE FROM jobs WHERE user_id = ?", (uid,))
+        updates = await _clear_updates(tx, uid, asking_update)
+        sets = tuple(row[0] for row in await tx.fetchall(
+            "SELECT name FROM sticker_sets WHERE user_id = ? ORDER BY number", (uid,)))
+        await tx.execute("DELETE FROM sticker_sets WHERE user_id = ?", (uid,))
+        await tx.execute("DELETE FROM stickers WHERE user_id = ?", (uid,))
         return Erased(results, kept, len(photos), requests, updates, buttons, settings, sets)
 
 
@@ -165,28 +160,26 @@ def _erased(summary: str) -> Erased:
     return Erased(**{**raw, "sticker_sets": tuple(raw.get("sticker_sets", ()))})
 
 
-async def _held(db: aiosqlite.Connection, column: str, value: str) -> bool:
+async def _held(tx: Transaction, column: str, value: str) -> bool:
     """Whether any user (the one being forgotten no longer) holds this photo or result."""
-    async with db.execute(f"SELECT 1 FROM holdings WHERE {column} = ? LIMIT 1", (value,)) as cur:
-        return await cur.fetchone() is not None
+    return await tx.fetchone(f"SELECT 1 FROM holdings WHERE {column} = ? LIMIT 1", (value,)) is not None
 
 
-async def _clear_updates(db: aiosqlite.Connection, uid: int, asking_update: int) -> int:
+async def _clear_updates(tx: Transaction, uid: int, asking_update: int) -> int:
     """Empty the stored updates that name the user; the update ids stay (they are what makes an update
     handled once). Their own updates are marked handled too, so that a restart replays none of them
     (their jobs were stopped first). Another user's update that names them (a reply in a group) is
     kept whole until it was handled: that user's request needs it, and handled updates are pruned within
     the hour. The update asking to forget keeps its contents while it runs (:meth:`Erasures.finish`)."""
     named = re.compile(rf"(?<![\w.]){uid}(?![\w.])")
-    async with db.execute("SELECT update_id, payload, handled FROM updates WHERE payload != ''") as cur:
-        rows = await cur.fetchall()
+    rows = await tx.fetchall("SELECT update_id, payload, handled FROM updates WHERE payload != ''")
     cleared = 0
     for update_id, payload, handled in rows:
         if update_id == asking_update or not named.search(payload):
             continue
         theirs = _sender(payload) == uid
         if handled or theirs:
-            await db.execute("UPDATE updates SET payload = '', handled = 1 WHERE update_id = ?", (update_id,))
+            await tx.execute("UPDATE updates SET payload = '', handled = 1 WHERE update_id = ?", (update_id,))
             cleared += theirs  # another's that named them (an admin's /forget USER_ID) is not theirs to count
     return cleared
 

@@ -70,8 +70,7 @@ class Journal:
         ids = [uid for uid, _ in updates]
         marks = ",".join("?" * len(ids))
         async with self._db.transaction() as tx:
-            async with tx.execute(f"SELECT update_id FROM updates WHERE update_id IN ({marks})", ids) as cur:
-                known = {row[0] for row in await cur.fetchall()}
+            known = {row[0] for row in await tx.fetchall(f"SELECT update_id FROM updates WHERE update_id IN ({marks})", ids)}
             now = time.time()
             fresh = [(uid, payload, now) for uid, payload in updates if uid not in known]
             await tx.executemany("INSERT INTO updates (update_id, payload, received_at) VALUES (?, ?, ?)", fresh)
@@ -104,13 +103,12 @@ class Journal:
         takes on, recorded in the same transaction so none is taken on twice.
         """
         async with self._db.transaction() as tx:
-            cur = await tx.execute(
+            created = await tx.execute(
                 "INSERT OR IGNORE INTO jobs (job_id, chat_id, user_id, photos, request, state, outcome, created_at,"
                 " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (job_id, chat_id, user_id, photos, request, state, outcome, time.time(),
                  None if state in OPEN_STATES else time.time()),
-            )
-            created = cur.rowcount == 1
+            ) == 1
             if created and album is not None:
                 group, message_ids = album
                 await tx.executemany(
@@ -151,11 +149,9 @@ class Journal:
         """Jobs taken on but not answered, oldest first, each counted as one more attempt."""
         async with self._db.transaction() as tx:
             await tx.execute(f"UPDATE jobs SET attempts = attempts + 1 WHERE state IN {_OPEN}", OPEN_STATES)
-            async with tx.execute(
+            return [JobRow(*row) for row in await tx.fetchall(
                 f"SELECT job_id, chat_id, request, attempts, status_message_id FROM jobs WHERE state IN {_OPEN}"
-                " ORDER BY created_at", OPEN_STATES
-            ) as cur:
-                return [JobRow(*row) for row in await cur.fetchall()]
+                " ORDER BY created_at", OPEN_STATES)]
 
     # --- limits and stats ---------------------------------------------------------------
 

@@ -40,7 +40,7 @@ async def sweep(db: Database, results_dir: Path, keep_s: float, now: float | Non
     cutoff = now - keep_s
     async with db.transaction() as tx:
         results = await drop_results(tx, results_dir, "created_at < ?", (cutoff,))
-        photos = (await tx.execute("DELETE FROM uploads WHERE seen_at < ?", (cutoff,))).rowcount
+        photos = await tx.execute("DELETE FROM uploads WHERE seen_at < ?", (cutoff,))
         await tx.execute("DELETE FROM buttons WHERE created_at < ?", (cutoff,))
         await tx.execute("DELETE FROM holdings WHERE used_at < ?", (cutoff,))
         # The sets stay in Telegram, their owner's; the bot forgets which is whose (a later sticker finds the
@@ -51,12 +51,12 @@ async def sweep(db: Database, results_dir: Path, keep_s: float, now: float | Non
                          " AND last_photo NOT IN (SELECT content_sha256 FROM uploads)")
         await tx.execute("DELETE FROM users WHERE style IS NULL AND lang IS NULL AND last_photo IS NULL")
         # An open job is still to be answered, whatever its age: its request stays until it is.
-        requests = (await tx.execute("DELETE FROM jobs WHERE created_at < ? AND state NOT IN ('queued', 'running')",
-                                     (cutoff,))).rowcount
+        requests = await tx.execute("DELETE FROM jobs WHERE created_at < ? AND state NOT IN ('queued', 'running')",
+                                    (cutoff,))
         await tx.execute("DELETE FROM album_parts WHERE job_id NOT IN (SELECT job_id FROM jobs)")
         # Telegram keeps an update for a day; one still unhandled after this long is past answering.
-        updates = (await tx.execute(
-            "UPDATE updates SET payload = '', handled = 1 WHERE received_at < ? AND payload != ''", (cutoff,))).rowcount
+        updates = await tx.execute(
+            "UPDATE updates SET payload = '', handled = 1 WHERE received_at < ? AND payload != ''", (cutoff,))
     named = {row[0] for row in await db.fetchall("SELECT filename FROM results")}
     stray = await asyncio.to_thread(_drop_stray_files, results_dir, named, now)
     await truncate_log(db)
