@@ -1,7 +1,8 @@
 """The bot's SQLite file: one connection, and the one place where a transaction begins and ends.
 
 Every store (the cache, the journal, the buttons, the sticker book, the erasures, the sweep)
-works on the same :class:`Database`. A write is a block::
+works on the same :class:`Database`, and so do the schema's upgrades (storage/schema.py). A write
+is a block::
 
     async with db.transaction() as tx:
         await tx.execute("INSERT ...")
@@ -43,7 +44,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from storage.errors import AnimebotError
-from storage.schema import migrate
+from storage.schema import pending_steps
 
 log = logging.getLogger("animebot.database")
 
@@ -107,8 +108,9 @@ class Database:
         # A deleted row's bytes are overwritten, not left in a free page: what /forget and the
         # retention sweep delete must not be readable in the file afterwards.
         await conn.execute("PRAGMA secure_delete=ON")
-        await migrate(conn)
-        return cls(conn)
+        db = cls(conn)
+        await db._migrate()
+        return db
 
     async def close(self) -> None:
         async with self._lock:
@@ -162,6 +164,17 @@ class Database:
         """``PRAGMA text`` outside any transaction: a checkpoint of the log, or a setting of the connection."""
         async with self._held():
             await self._conn.execute(f"PRAGMA {text}")
+
+    async def _migrate(self) -> None:
+        """Bring the file's tables up to storage/schema.py's steps, each in a transaction of its own with
+        the version it brings the file to: a step lands whole or not at all, and an upgrade cut short
+        goes on from the step it was in at the next start."""
+        row = await self.fetchone("PRAGMA user_version")
+        for number, statements in pending_steps(int(row[0]) if row else 0):
+            async with self.transaction() as tx:
+                for statement in statements:
+                    await tx.execute(statement)
+                await tx.execute(f"PRAGMA user_version = {number}")
 
     async def _begin(self) -> None:
         """``BEGIN IMMEDIATE``. A transaction found open is one nothing will finish (this connection's

@@ -2,13 +2,14 @@
 
 The cache and the journal keep their tables in the same file (``bot.db``).
 Its ``PRAGMA user_version`` says which of :data:`STEPS` it has had; opening
-it runs the ones it has not, in order, in one transaction each. A step is
-never edited once released: a change is a new step, so a database written
-by any older animebot opens in a newer one.
+it runs the ones it has not, in order, in one transaction each
+(storage/database.py). A step is never edited once released: a change is a
+new step, so a database written by any older animebot opens in a newer one.
 """
 from __future__ import annotations
 
-import aiosqlite
+import sqlite3
+from collections.abc import Iterator
 
 _BASE = """
 CREATE TABLE IF NOT EXISTS results (
@@ -246,11 +247,22 @@ STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _S
                           _PRIVACY, _STICKERS, _UPLOADERS, _MEDIA_KINDS, _RESULT_NOTES)
 
 
-async def migrate(db: aiosqlite.Connection) -> None:
-    """Bring the file's tables up to :data:`STEPS`; a no-op when they are current."""
-    async with db.execute("PRAGMA user_version") as cur:
-        row = await cur.fetchone()
-    version = int(row[0]) if row else 0
+def pending_steps(version: int) -> Iterator[tuple[int, list[str]]]:
+    """The steps a file at ``user_version`` ``version`` has not had, in order: each with the version it
+    brings the file to, and its statements one by one. One by one, not as a script: sqlite3's
+    ``executescript`` commits whatever transaction is open before it runs, and a step must land in one
+    transaction with its version."""
     for number, step in enumerate(STEPS[version:], start=version + 1):
-        # executescript commits first; BEGIN makes the step and its version one transaction.
-        await db.executescript(f"BEGIN;\n{step}\nPRAGMA user_version = {number};\nCOMMIT;")
+        yield number, _statements(step)
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of ``script`` (a ';' in a string or a comment ends none)."""
+    found, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip() != ";":  # not the nothing after the last one
+                found.append(pending)
+            pending = ""
+    return found
