@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from storage.database import Database, Transaction
-from storage.files import write_atomically
+from storage.files import remove, write_atomically
 
 
 @dataclass(frozen=True)
@@ -62,46 +63,49 @@ class ResultCache:
         A miss only reads: it begins no write transaction, so it never waits for the file's write lock
         behind another connection's write. It still takes the database's lock, as every read does:
         on the one shared connection, a read between another task's statements would see their
-        write before it is committed, or rolled back (storage/database.py). A hit is marked used in a
-        transaction of its own, which looks for the file again: a result evicted in between is a miss.
+        write before it is committed, or rolled back (storage/database.py). The file is looked for
+        in a thread, outside any transaction: no lookup waits for a disk, nor holds the lock while it
+        does. A hit is then marked used in a transaction of its own, and a result evicted in between
+        (its row gone) is a miss.
         """
         row = await self._db.fetchone(
-            "SELECT filename, width, height, media_file_id, document_file_id, face_share, notes FROM results"
-            " WHERE key = ?", (key,),
+            "SELECT filename, width, height, media_file_id, document_file_id, face_share, notes, created_at"
+            " FROM results WHERE key = ?", (key,),
         )
         if row is None:
             return None
         path = self.results_dir / row[0]
-        async with self._db.transaction() as tx:
-            if not path.is_file():
-                await tx.execute("DELETE FROM results WHERE key = ?", (key,))
-                return None
-            await tx.execute("UPDATE results SET last_used = ? WHERE key = ?", (time.time(), key))
+        if not await asyncio.to_thread(path.is_file):
+            # That row goes; not one a put of the same key has made meanwhile, its file since written.
+            await self._db.execute("DELETE FROM results WHERE key = ? AND created_at = ?", (key, row[7]))
+            return None
+        if not await self._db.execute("UPDATE results SET last_used = ? WHERE key = ?", (time.time(), key)):
+            return None
         return CachedResult(key, path, row[1], row[2], row[3], row[4], row[5], _notes(row[6]))
 
     async def peek(self, keys: list[str]) -> dict[str, CachedResult]:
         """The cached results of ``keys`` whose files are there, in one query, without marking them used: a
-        listing of results is not a use of each."""
-        found: dict[str, CachedResult] = {}
+        listing of results is not a use of each. The files are looked for in a thread."""
+        rows: list[sqlite3.Row] = []
         for start in range(0, len(keys), 500):  # SQLite's limit on a statement's parameters is far above this
             part = keys[start:start + 500]
-            for row in await self._db.fetchall(
+            rows += await self._db.fetchall(
                 "SELECT key, filename, width, height, media_file_id, document_file_id, face_share, notes FROM results"
                 f" WHERE key IN ({','.join('?' * len(part))})", part,
-            ):
-                path = self.results_dir / row[1]
-                if path.is_file():
-                    found[row[0]] = CachedResult(row[0], path, row[2], row[3], row[4], row[5], row[6], _notes(row[7]))
-        return found
+            )
+        there = await asyncio.to_thread(lambda: [row for row in rows if (self.results_dir / row[1]).is_file()])
+        return {row[0]: CachedResult(row[0], self.results_dir / row[1], row[2], row[3], row[4], row[5], row[6],
+                                     _notes(row[7])) for row in there}
 
     async def has(self, key: str) -> bool:
         """Whether ``key``'s result is cached, without marking it used (a count, not a use)."""
         row = await self._db.fetchone("SELECT filename FROM results WHERE key = ?", (key,))
-        return row is not None and (self.results_dir / row[0]).is_file()
+        return row is not None and await asyncio.to_thread((self.results_dir / row[0]).is_file)
 
     async def put(self, key: str, content_sha256: str, style: str, data: bytes, width: int, height: int,
                   suffix: str = ".jpg", face_share: float | None = None, notes: tuple[str, ...] = ()) -> CachedResult:
-        """Store a result file atomically, then evict the least recently used beyond the size cap.
+        """Store a result file atomically, then evict the least recently used beyond the size cap: their rows
+        in the transaction that stores this one, their files once it is committed (storage/files.py).
 
         The file is named by the whole key, not only the photo and style: two
         results of one photo drawn with other settings are two files, so
@@ -118,7 +122,8 @@ class ResultCache:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)",
                 (key, content_sha256, style, filename, len(data), width, height, now, now, face_share, ",".join(notes)),
             )
-            await self._evict(tx)
+            evicted = await self._evict(tx)
+        await asyncio.to_thread(remove, self.results_dir, evicted)
         return CachedResult(key, path, width, height, None, None, face_share, notes)
 
     async def set_media(self, key: str, file_id: str, kind: str) -> None:
@@ -135,14 +140,17 @@ class ResultCache:
         row = await self._db.fetchone("SELECT COALESCE(SUM(bytes), 0) FROM results")
         return int(row[0]) if row else 0
 
-    async def _evict(self, tx: Transaction) -> None:
-        """Within the transaction that stored a result, delete the least recently used beyond the cap."""
+    async def _evict(self, tx: Transaction) -> list[str]:
+        """Within the transaction that stored a result, delete the rows of the least recently used beyond the
+        cap; the names of their files."""
         total = await self.total_bytes()
         if total <= self.max_bytes:
-            return
+            return []
+        evicted = []
         for key, filename, size in await tx.fetchall("SELECT key, filename, bytes FROM results ORDER BY last_used ASC"):
             if total <= self.max_bytes:
                 break
-            (self.results_dir / filename).unlink(missing_ok=True)
             await tx.execute("DELETE FROM results WHERE key = ?", (key,))
+            evicted.append(filename)
             total -= size
+        return evicted

@@ -7,13 +7,16 @@ photos and results each user asked for, so a result that another user asked for 
 only this user's link to it goes.
 
 The deleting is one transaction on the bot's database (storage/database.py): it lands whole or
-not at all. An erasure is first written down (:meth:`Erasures.begin`) and crossed out only once the
-user was told (:meth:`Erasures.finish`): a restart in between finishes it, and running it twice
-deletes nothing more the second time. With ``secure_delete`` on (storage/database.py) and the
+not at all. The result files go once it is committed, before the user is told (storage/files.py,
+``remove``); a crash in between leaves files that no row names, which the retention sweep deletes.
+An erasure is first written down (:meth:`Erasures.begin`) and crossed out only once the user was
+told (:meth:`Erasures.finish`): a restart in between finishes it, and running it twice deletes
+nothing more the second time. With ``secure_delete`` on (storage/database.py) and the
 write-ahead log truncated at the end, the deleted rows cannot be read from the file either.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from storage.database import Database, Transaction
+from storage.files import remove
 
 log = logging.getLogger("animebot.privacy")
 
@@ -54,14 +58,12 @@ class Erasure:
     erased: Erased | None = None  # what was deleted, once it was
 
 
-async def drop_results(tx: Transaction, results_dir: Path, where: str, params: Iterable[object]) -> int:
-    """Delete the results ``where`` picks, their files first: a crash in between leaves rows whose
-    file is gone, which the cache drops when it meets them, never a file that no row names."""
+async def drop_results(tx: Transaction, where: str, params: Iterable[object]) -> list[str]:
+    """Delete the rows of the results ``where`` picks; the names of their files, for the caller to
+    :func:`~storage.files.remove` once the transaction is committed."""
     names = [row[0] for row in await tx.fetchall(f"SELECT filename FROM results WHERE {where}", tuple(params))]
-    for name in names:
-        (results_dir / name).unlink(missing_ok=True)
     await tx.execute(f"DELETE FROM results WHERE {where}", tuple(params))
-    return len(names)
+    return names
 
 
 async def truncate_log(db: Database) -> None:
@@ -101,13 +103,14 @@ class Erasures:
         ``who``, ``asked`` and ``drawn`` are the one-way key and the counts that keep the user's
         limits where they were (storage/journal.py, ``who``)."""
         async with self._db.transaction() as tx:
-            erased = await self._erase(tx, erasure.user_id, erasure.update_id)
+            erased, files = await self._erase(tx, erasure.user_id, erasure.update_id)
             await tx.execute("DELETE FROM spent WHERE who = ?", (who,))  # counted in asked and drawn
             if asked or drawn:
                 await tx.execute("INSERT INTO spent (who, at, asked, drawn) VALUES (?, ?, ?, ?)",
                                  (who, time.time(), asked, drawn))
             await tx.execute("UPDATE erasures SET summary = ? WHERE update_id = ?",
                              (json.dumps(asdict(erased)), erasure.update_id))
+        await asyncio.to_thread(remove, self.results_dir, files)
         await truncate_log(self._db)
         return erased
 
@@ -118,15 +121,17 @@ class Erasures:
             await tx.execute("UPDATE updates SET payload = '' WHERE update_id = ?", (erasure.update_id,))
         await truncate_log(self._db)
 
-    async def _erase(self, tx: Transaction, uid: int, asking_update: int) -> Erased:
+    async def _erase(self, tx: Transaction, uid: int, asking_update: int) -> tuple[Erased, list[str]]:
+        """What went, and the result files to delete once it is committed."""
         held = await tx.fetchall("SELECT content_sha256, result_key FROM holdings WHERE user_id = ?", (uid,))
         await tx.execute("DELETE FROM holdings WHERE user_id = ?", (uid,))
-        results = kept = buttons = 0
+        files: list[str] = []  # of the results deleted
+        kept = buttons = 0
         for key in sorted({key for _, key in held if key}):
             if await _held(tx, "result_key", key):
                 kept += 1
             else:
-                results += await drop_results(tx, self.results_dir, "key = ?", (key,))
+                files += await drop_results(tx, "key = ?", (key,))
         photos: set[str] = {  # whose records (Telegram's ids, the hash) went
             row[0] for row in await tx.fetchall("SELECT DISTINCT content_sha256 FROM uploads WHERE user_id = ?", (uid,))}
         await tx.execute("DELETE FROM uploads WHERE user_id = ?", (uid,))
@@ -136,7 +141,7 @@ class Erasures:
                 if await tx.execute("DELETE FROM uploads WHERE content_sha256 = ? AND user_id = 0", (sha,)):
                     photos.add(sha)
                 continue
-            results += await drop_results(tx, self.results_dir, "content_sha256 = ?", (sha,))
+            files += await drop_results(tx, "content_sha256 = ?", (sha,))
             if await tx.execute("DELETE FROM uploads WHERE content_sha256 = ?", (sha,)):
                 photos.add(sha)
             buttons += await tx.execute("DELETE FROM buttons WHERE content_sha256 = ?", (sha,))
@@ -152,7 +157,7 @@ class Erasures:
             "SELECT name FROM sticker_sets WHERE user_id = ? ORDER BY number", (uid,)))
         await tx.execute("DELETE FROM sticker_sets WHERE user_id = ?", (uid,))
         await tx.execute("DELETE FROM stickers WHERE user_id = ?", (uid,))
-        return Erased(results, kept, len(photos), requests, updates, buttons, settings, sets)
+        return Erased(len(files), kept, len(photos), requests, updates, buttons, settings, sets), files
 
 
 def _erased(summary: str) -> Erased:

@@ -4,14 +4,15 @@ Readers (a worker loading an export, the cache sending a result, a restart
 reading the local model list) must see the old file or the whole new one.
 So everything is written to a temporary file beside the destination, on the
 same filesystem, and renamed over it in one step; a failure removes the
-temporary file.
+temporary file. Files a database row names go the other way round: the row
+first, then the file (:func:`remove`).
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -33,3 +34,12 @@ def replacing(path: Path, suffix: str = "") -> Iterator[Path]:
 def write_atomically(path: Path, data: bytes) -> None:
     with replacing(path) as tmp:
         tmp.write_bytes(data)
+
+
+def remove(folder: Path, names: Iterable[str]) -> None:
+    """Delete the files ``names`` under ``folder``, each if it is still there: run in a thread, once the
+    transaction that deleted the rows naming them is committed, so that neither the event loop nor the
+    database's lock waits for a disk. A crash in between leaves files that no row names, which nothing
+    finds and the retention sweep deletes (storage/retention.py)."""
+    for name in names:
+        (folder / name).unlink(missing_ok=True)

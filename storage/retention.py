@@ -5,7 +5,13 @@ results, who asked for what, stored requests and the contents of stored updates 
 they are older than the operator's bound, whoever they belong to; the cache's size cap still
 evicts earlier. Preferences (a user's style and language) are not about a photo and stay until
 /forget. A file under ``results/`` that no row names (one a crash left half-written, or whose row
-went first) is deleted once it is an hour old, which is long past any write in progress.
+went first) is deleted once it is an hour old, which is long past any write in progress. A row
+always goes first: the cache's eviction, /forget and this sweep commit the rows' deletion, then
+delete their files in a thread (storage/files.py), so a crash in between leaves only such files,
+which nothing finds meanwhile.
+
+The sweep's transaction holds only its statements, no file's deletion, so a lookup waits for the
+statements alone, never for the disk.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from pathlib import Path
 
 from storage.database import Database
 from storage.erasure import drop_results, truncate_log
+from storage.files import remove
 
 STRAY_FILE_S = 3600.0  # a file no row names, this old, is not one being written
 
@@ -35,11 +42,12 @@ class Swept:
 
 
 async def sweep(db: Database, results_dir: Path, keep_s: float, now: float | None = None) -> Swept:
-    """Delete what is older than ``keep_s`` seconds, in one transaction, and stray result files."""
+    """Delete what is older than ``keep_s`` seconds, in one transaction, then the files of the results it
+    deleted, and stray result files."""
     now = time.time() if now is None else now
     cutoff = now - keep_s
     async with db.transaction() as tx:
-        results = await drop_results(tx, results_dir, "created_at < ?", (cutoff,))
+        files = await drop_results(tx, "created_at < ?", (cutoff,))
         photos = await tx.execute("DELETE FROM uploads WHERE seen_at < ?", (cutoff,))
         await tx.execute("DELETE FROM buttons WHERE created_at < ?", (cutoff,))
         await tx.execute("DELETE FROM holdings WHERE used_at < ?", (cutoff,))
@@ -57,10 +65,11 @@ async def sweep(db: Database, results_dir: Path, keep_s: float, now: float | Non
         # Telegram keeps an update for a day; one still unhandled after this long is past answering.
         updates = await tx.execute(
             "UPDATE updates SET payload = '', handled = 1 WHERE received_at < ? AND payload != ''", (cutoff,))
+    await asyncio.to_thread(remove, results_dir, files)
     named = {row[0] for row in await db.fetchall("SELECT filename FROM results")}
     stray = await asyncio.to_thread(_drop_stray_files, results_dir, named, now)
     await truncate_log(db)
-    return Swept(results, photos, requests, updates, stray)
+    return Swept(len(files), photos, requests, updates, stray)
 
 
 def _drop_stray_files(results_dir: Path, named: set[str], now: float) -> int:

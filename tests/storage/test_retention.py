@@ -9,13 +9,18 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from inference import scratch
 from storage.cache import result_key
 from storage.database import Database
+from storage import retention
 from storage.erasure import Erased, Erasure, Erasures
+from storage.files import remove
 from storage.journal import Journal
 from storage.retention import STRAY_FILE_S, Swept, sweep
 from storage.stores import Stores
@@ -105,6 +110,43 @@ def test_the_sweep_deletes_what_is_older_than_keep_days_and_nothing_younger(tmp_
     # Overwritten, not left in a free page or the write-ahead log: the file itself no longer holds it.
     on_disk = b"".join(p.read_bytes() for p in tmp_path.glob("bot.db*"))
     assert b"private words 1" not in on_disk and b"FILE1\"" not in on_disk and b"private words 2" in on_disk
+
+
+def test_a_lookup_is_answered_while_the_sweep_deletes_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep deletes old results' files after its transaction, in a thread: a photo sent meanwhile is
+    answered from the cache then, not once the disk is done. (Were the files deleted inside the sweep's
+    transaction, the lookup would wait for its lock, and come second.)"""
+    deleting, answered = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def held_remove(folder: Path, names: list[str]) -> None:
+        deleting.set()
+        answered.wait(30)  # set by the lookup once answered; only a lookup held up by the sweep outwaits it
+        order.append("old files deleted")
+        remove(folder, names)
+
+    monkeypatch.setattr(retention, "remove", held_remove)
+
+    async def scenario() -> None:
+        db = await Database.open(tmp_path / "bot.db")
+        try:
+            stores = Stores.on(db, tmp_path / "results")
+            old, young = result_key("1" * 64, "hayao", "v1"), result_key("2" * 64, "hayao", "v1")
+            old_file = (await stores.results.put(old, "1" * 64, "hayao", b"old", 4, 4)).path
+            await stores.results.put(young, "2" * 64, "hayao", b"young", 4, 4)
+            await db.execute("UPDATE results SET created_at = 0 WHERE key = ?", (old,))
+            sweeping = asyncio.ensure_future(sweep(db, tmp_path / "results", KEEP_DAYS * DAY))
+            assert await asyncio.to_thread(deleting.wait, 30), "the sweep never deleted a file"
+            hit = await stores.results.get(young)
+            order.append("looked up")
+            answered.set()
+            assert (await sweeping).results == 1
+            assert hit is not None and hit.path.read_bytes() == b"young" and not old_file.exists()
+        finally:
+            await db.close()
+
+    asyncio.run(scenario())
+    assert order == ["looked up", "old files deleted"]
 
 
 def test_a_killed_drawing_process_leaves_no_clip_behind(tmp_path: Path) -> None:
