@@ -21,7 +21,7 @@ outer block is one transaction.
 A cancelled task is the case every line here is written for. aiosqlite runs each statement on
 its own thread, and a task cancelled while it awaits one gets its ``CancelledError`` at once while
 the statement still runs. So the block's end (commit, or rollback) is awaited to its finish
-whatever comes meanwhile (:func:`_to_the_end`), and only then is the lock let go and the
+whatever comes meanwhile (:func:`to_the_end`), and only then is the lock let go and the
 cancellation passed on: the next holder finds the connection outside any transaction, and a
 block cancelled before its commit was queued is rolled back, one cancelled after it is committed.
 Statements queue on that one thread in order, so a rollback queued behind a statement still
@@ -138,7 +138,7 @@ class Database:
                 failure = exc
                 raise
             finally:
-                await _to_the_end(self._end(commit=failure is None))
+                await to_the_end(self._end(commit=failure is None))
             # Reached only when the commit landed, which the file accepting a write means.
             self._writable()
 
@@ -233,7 +233,7 @@ def _the_files_fault(exc: sqlite3.DatabaseError) -> bool:
     return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
 
 
-async def _to_the_end(step: Awaitable[T]) -> T:
+async def to_the_end(step: Awaitable[T]) -> T:
     """``step`` awaited to its finish even if this task is cancelled meanwhile; the cancellation is
     raised once it has finished. Its statements run on aiosqlite's thread whatever the task does, so
     waiting for them is the only way to know what they did."""

@@ -175,9 +175,10 @@ def _health_report(st: BotState) -> dict[str, object]:
 
 async def _chores(st: BotState, home: Path, keep_s: float) -> None:
     """Every few seconds, a heartbeat file for ``animebot health`` (while every worker is up and the
-    database can be written), with our pid so that a killed bot is seen at once, and a look at whether
-    a database that refused a write takes one again; every hour, forget old journal rows and delete what
-    is older than ``ANIMEBOT_KEEP_DAYS`` (storage/retention.py)."""
+    database can be written), with our pid so that a killed bot is seen at once, a look at whether
+    a database that refused a write takes one again, and /stats' counts written (storage/counters.py);
+    every hour, forget old journal rows and delete what is older than ``ANIMEBOT_KEEP_DAYS``
+    (storage/retention.py)."""
     beat = heartbeat_path(home)
     last_prune = 0.0
     while True:
@@ -187,6 +188,7 @@ async def _chores(st: BotState, home: Path, keep_s: float) -> None:
             if time.monotonic() - last_prune > PRUNE_EVERY_S:
                 await _prune(st, keep_s)
                 last_prune = time.monotonic()
+            await st.stores.counters.flush()
         if st.pool.healthy()[0] and st.db.unwritable is None:
             try:
                 beat.write_text(f"{time.time():.0f} {os.getpid()}\n")

@@ -8,6 +8,7 @@ stop only after the last one was handled or put aside.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ from bot.webapp.jobs import AppJobs
 from inference.drawer import DrawerSpec
 from inference.pipeline import ConvertSettings
 from storage.buttons import ResultButtons
-from storage.database import Database
+from storage.database import Database, Unwritable
 from storage.erasure import Erasures
 from storage.journal import Journal
 from storage.stickers import StickerBook
@@ -121,9 +122,13 @@ def _chat_needs(st: BotState, cfg: Config) -> tuple[object, ...]:
 
 
 async def close_state(st: BotState) -> None:
-    """Stop the workers, then close the database."""
+    """Stop the workers, then write /stats' counts held in memory (storage/counters.py) and close the database."""
     await st.pool.close()
-    await st.db.close()
+    try:
+        with contextlib.suppress(Unwritable):  # the database said why, once; a file that refuses them loses them
+            await st.stores.counters.flush()
+    finally:
+        await st.db.close()
 
 
 

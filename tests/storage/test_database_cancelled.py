@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.counters import Counters
 from storage.database import Database, Unwritable
 from storage.journal import Journal
 
@@ -178,6 +179,29 @@ def test_a_joined_transaction_cancelled_anywhere_is_kept_or_dropped_whole(tmp_pa
         assert job is not None and (stat, job[0]) in ((0, 0), (1, 1)), (run, stat, job[0])
 
     assert run_each_cut(tmp_path, work, check) == ["BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT"]
+
+
+def test_counts_flushed_and_cancelled_anywhere_are_counted_once(tmp_path: Path) -> None:
+    """/stats' counts wait in memory for a flush (storage/counters.py): a flush cut anywhere has written
+    them, or keeps them for the next, never both and never neither."""
+    made: dict[int, Counters] = {}
+    bumped: list[int] = []
+
+    def counters_of(db: Database) -> Counters:
+        return made.setdefault(id(db), Counters(db))
+
+    async def work(db: Database, run: int) -> None:
+        await counters_of(db).bump("cache_hits")
+        bumped.append(run)  # (no await between: counted in memory exactly when this runs)
+        await counters_of(db).flush()
+
+    async def check(db: Database, run: int) -> None:
+        assert (await counters_of(db).all()).get("cache_hits", 0) == len(bumped), run
+        await counters_of(db).flush()
+        row = await db.fetchone("SELECT value FROM stats WHERE name = 'cache_hits'")
+        assert (row[0] if row else 0) == len(bumped), run
+
+    assert run_each_cut(tmp_path, work, check) == ["BEGIN", "INSERT", "COMMIT"]
 
 
 def test_sixty_writes_cancelled_after_each_of_zero_to_five_turns_then_a_write_succeeds(tmp_path: Path) -> None:
