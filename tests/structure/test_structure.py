@@ -165,6 +165,19 @@ def test_only_the_database_commits() -> None:
     assert committing == ["storage/database.py"]
 
 
+def test_only_the_database_holds_the_connection() -> None:
+    """aiosqlite's connection can begin, commit and roll back: storage/database.py alone imports aiosqlite, and
+    every other module (the schema's upgrades too) works through its reads and its Transaction, which can't."""
+    def imports_it(path: Path) -> bool:
+        return any(name.split(".")[0] == "aiosqlite" for node in ast.walk(ast.parse(path.read_text(), str(path)))
+                   for name in ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                                else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                                else []))
+    importing = sorted(str(path.relative_to(REPO)) for package in FLOORS for path in (REPO / package).rglob("*.py")
+                       if imports_it(path))
+    assert importing == ["storage/database.py"]
+
+
 def test_no_code_outside_the_kinds_picks_a_kind_by_its_name() -> None:
     """A kind is one module of bot/flow/kinds/; elsewhere it is named by its object (registry.STICKER), so a
     new kind, or a renamed one, touches no handler. Its name is only what a journal row carries."""
