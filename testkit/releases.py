@@ -16,6 +16,8 @@ from testkit.bot_harness import REPO
 
 # The release before HD: its orders and results are format 3, and it reads nothing else.
 BEFORE_HD = "075b66a"
+# The release before claim checks: its orders carry their photo (formats 3 to 5), and it reads up to 5.
+BEFORE_CLAIMS = "6df318f"
 
 
 def release_tree(commit: str, dest: Path) -> Path:

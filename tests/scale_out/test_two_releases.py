@@ -4,7 +4,9 @@ The release before HD (075b66a, testkit/releases.py) runs from its own tree besi
 of two releases do while Compose, Kubernetes or KEDA replace one with the other. Before formats were
 versioned per message, each side refused every order of the other and the bot sent it again 100 times a
 second, forever (the user's status said Drawing…). Now plain photos cross both ways, and what only this
-release can do (an HD) gets one sentence within a few resends.
+release can do (an HD) gets one sentence within a few resends. The release before claim checks
+(6df318f) reads only orders with their photo inside: this bot sends it those while its heartbeat is up,
+and its bot's orders are read here as they come.
 """
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from bot.drawing.celery.resend import MAX_SENDS
-from testkit.bot_harness import private_chat, start_bot
+from testkit.bot_harness import REPO, private_chat, start_bot
 from testkit.fake_telegram import FakeTelegram
 from testkit.pictures import PHOTOS, synthetic_photo
 from testkit.redis_server import RedisServer
-from testkit.releases import BEFORE_HD, release_tree
+from testkit.releases import BEFORE_CLAIMS, BEFORE_HD, release_tree
 from testkit.replies import buttons, final_answer, first_answer
 from testkit.worker_harness import start_worker
 from weights.store import ModelStore
@@ -29,6 +31,43 @@ BOT = {"ANIMEBOT_MAX_SIDE": "320", "ANIMEBOT_RATE_PER_MINUTE": "0"}
 @pytest.fixture(scope="module")
 def before_hd(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return release_tree(BEFORE_HD, tmp_path_factory.mktemp("release-before-hd"))
+
+
+@pytest.fixture(scope="module")
+def before_claims(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return release_tree(BEFORE_CLAIMS, tmp_path_factory.mktemp("release-before-claims"))
+
+
+def draw_and_double(fake: FakeTelegram, user_id: int) -> None:
+    """A photo sent, drawn, and its HD asked for and sent: what a user of either release does."""
+    chat, user = private_chat(user_id)
+    photo = fake.photo_message(chat, user, (PHOTOS / "portrait_closeup.jpg").read_bytes())
+    result = first_answer(fake, photo, "sendPhoto", timeout=300)
+    fake.press(user, result.result, next(d for d in buttons(result) if d.startswith("h:")))
+    fake.wait_for(lambda: fake.calls_to("sendDocument", chat["id"]), 300, "the HD as a file")
+
+
+@pytest.mark.parametrize("side", ["worker", "bot"])
+def test_this_release_and_the_one_before_claim_checks_draw_photos_and_hds_either_way_round(
+        side: str, before_claims: Path, hd_store: ModelStore, redis_server: RedisServer, tmp_path: Path) -> None:
+    """The worker of the release before never meets a claim check (the bot sees its heartbeat say no format
+    and sends the photo inside the order), and this release's worker reads that bot's orders: no order is
+    refused, none sent again."""
+    url = redis_server.url(db=7 if side == "worker" else 8)
+    worker = start_worker(tmp_path / "worker", hd_store.home, url, code=before_claims if side == "worker" else REPO)
+    try:
+        with FakeTelegram() as fake:
+            bot = start_bot(fake, tmp_path / "bot", hd_store.home, code=before_claims if side == "bot" else REPO,
+                            ANIMEBOT_BROKER_URL=url, **BOT)
+            try:
+                draw_and_double(fake, 5510 if side == "worker" else 5511)
+            finally:
+                assert bot.stop() == 0, bot.log()
+    finally:
+        worker.stop()
+    log, worker_log = bot.log(), worker.log()
+    assert "refused" not in worker_log and "sending it again" not in log, (log, worker_log)
+    assert "Traceback" not in log and "Traceback" not in worker_log
 
 
 def test_this_bot_with_a_worker_of_the_release_before_draws_photos_and_says_hd_must_wait(
