@@ -43,7 +43,9 @@ def _unpack(data: bytes) -> object:
     return msgpack.unpackb(data, raw=False)
 
 
-register(RESULT_SERIALIZER, _pack, _unpack, content_type="application/x-animebot-msgpack", content_encoding="binary")
+# kombu takes bytes from a binary encoder (its own msgpack's does so); celery-types says str.
+register(RESULT_SERIALIZER, _pack, _unpack,  # type: ignore[arg-type]
+         content_type="application/x-animebot-msgpack", content_encoding="binary")
 
 
 def visibility_timeout(job_timeout_s: float) -> float:
@@ -94,7 +96,7 @@ def make_celery(broker_url: str, job_timeout_s: float) -> Celery:
     )
     # Control replies go out in the mailbox's serializer, which Celery takes from the tasks'
     # (msgpack); the tools read JSON only.
-    app.control.mailbox.serializer = "json"
+    app.control.mailbox.serializer = "json"  # type: ignore[attr-defined]  # Control.mailbox: not in celery-types
     return app
 
 
@@ -102,7 +104,7 @@ def for_bot(broker_url: str, job_timeout_s: float) -> Celery:
     """The bot's app: results pushed to it by Redis, through Celery's result consumer
     (bot/drawing/celery/results.py)."""
     app = make_celery(broker_url, job_timeout_s)
-    app.conf.result_backend = f"{PushedRedisBackend.__module__}.{PushedRedisBackend.__name__}+{broker_url}"
+    app.conf.update(result_backend=f"{PushedRedisBackend.__module__}.{PushedRedisBackend.__name__}+{broker_url}")
     # A lost subscription is not tried again 20 times over 20 s with an ERROR line each: a send must fail
     # fast while Redis is away (the pool says so once), and the results' thread tries again every second.
     app.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 0}}

@@ -205,8 +205,8 @@ class CeleryPool(Pool):
         def send() -> None:
             if key is not None:  # long enough for the order to be taken and drawn, and no longer
                 put_photo(self._redis, key, order.data, visibility_timeout(self.timeout_s))
-            self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE, time_limit=limit,
-                                soft_time_limit=limit - min(5.0, limit / 10), argsrepr=order_summary(order),
+            self._app.send_task(TASK_NAME, args=[message], task_id=flight.task_id, queue=QUEUE, time_limit=round(limit),
+                                soft_time_limit=round(limit - min(5.0, limit / 10)), argsrepr=order_summary(order),
                                 kwargsrepr="{}", headers={READS_HEADER: WIRE_VERSION})
         try:
             await loop.run_in_executor(self._io, send)

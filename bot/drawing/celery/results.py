@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 from celery import Celery
-from celery.backends.redis import RedisBackend, ResultConsumer
+from celery.backends.redis import RedisBackend, ResultConsumer  # type: ignore[attr-defined]  # not in celery-types
 from celery.result import AsyncResult
 from celery.states import READY_STATES
 from kombu.exceptions import ContentDisallowed, DecodeError, KombuError
@@ -73,6 +73,7 @@ class PushedRedisBackend(RedisBackend):
     (:class:`_Consumer`) or the bot is done with it (:meth:`unfollow`)."""
 
     ResultConsumer = _Consumer
+    result_consumer: _Consumer  # made by Celery's AsyncBackendMixin from the class above
 
     def on_result_fulfilled(self, result: Any) -> None:
         pass
@@ -135,7 +136,7 @@ class Results:
         cannot be decoded (not msgpack, or not Celery's) is UNREADABLE, never acted on."""
         looks: list[tuple[str, Any]] = []
         for task_id in task_ids:
-            result = AsyncResult(task_id, app=app)
+            result: AsyncResult[Any] = AsyncResult(task_id, app=app)
             try:
                 state = result.state  # one read; a ready task's is kept, so its value costs no second
                 looks.append((state, result.result if state in READY_STATES else None))

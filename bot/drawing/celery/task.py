@@ -10,13 +10,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.exceptions import Ignore, Reject
 from celery.worker.request import Request
+
+if TYPE_CHECKING:  # the stubs' (celery-types) shape of Request.info's answer
+    from celery.worker.request import _InfoDict
 
 from bot.drawing.celery.heartbeat import Heartbeat
 from bot.drawing.celery.wire import (OLDEST_READ, PROGRESS, READS_HEADER, TASK_NAME, BadOrder, Summarized, fetch_photo,
@@ -49,16 +52,22 @@ class SummaryRequest(Request):
     never the photo. Celery lists the real arguments unless asked for ``safe=True``; an operator's
     terminal is no place for a user's photo as base64."""
 
-    def info(self, safe: bool = False) -> dict[str, Any]:
-        return dict(super().info(safe=True))
+    def info(self, safe: bool = False) -> _InfoDict:
+        return super().info(safe=True)
 
 
-@shared_task(bind=True, name=TASK_NAME, Request=SummaryRequest)
-def draw(task: Any, *args: object, **kwargs: object) -> Summarized:
+class DrawTask(Task):
+    """The task's class: Celery's, with its requests listed as :class:`SummaryRequest` lists them."""
+
+    Request = f"{__name__}:SummaryRequest"  # Celery takes the class by name, as its own default
+
+
+@shared_task(bind=True, name=TASK_NAME, base=DrawTask)
+def draw(task: DrawTask, *args: object, **kwargs: object) -> Summarized:
     """Anything but exactly one order is refused unread: rejected, not requeued, never drawn. A claim
     check whose photo is gone is one the bot is done with (a copy Redis handed out again, a photo given
     up): acknowledged and skipped."""
-    task_id: str = task.request.id
+    task_id = str(task.request.id)  # always set for a task a worker runs
     try:
         if len(args) != 1 or kwargs:
             raise BadOrder(f"a task carries one order, not {len(args)} argument(s) and {len(kwargs)} keyword(s)")
