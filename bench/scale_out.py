@@ -13,6 +13,10 @@ worker measured itself, from the bot's log lines), and how much more the
 broker path costs than the pipe to a local worker; and peak RSS of the bot and
 of a drawing process. Needs ``redis-server`` on the PATH.
 
+First, what Redis holds for one order of a 1 MB photo while it waits in the queue: with the photo
+inside (every order before claim checks, and what a bot still sends while a worker of that release is
+up), and as a claim check (the order in the queue, the photo in a key of its own with a lifetime).
+
 Then, ``--timings`` times over, a fresh ``animebot worker`` on that Redis is timed (the
 numbers tests/scale_out/test_celery_worker.py used to bound, now reported here): an order in a style
 it lacks, from sending to its refusal coming back (the test allowed 10 s for two); and, after
@@ -33,10 +37,12 @@ from typing import Any
 import redis as redis_client
 
 from bench.load import run_load
-from bot.drawing.celery.app import make_celery
-from bot.drawing.celery.wire import TASK_NAME, order_to_message, read_workers, result_from_message
+from bot.drawing.celery.app import QUEUE, make_celery
+from bot.drawing.celery.wire import (TASK_NAME, order_to_message, photo_key, put_photo, read_workers,
+                                     result_from_message)
 from inference.drawer import WorkFailed, WorkOrder
 from inference.pipeline import ConvertSettings
+from testkit.pictures import noisy_jpeg
 from testkit.redis_server import RedisServer
 from testkit.wait import wait_for
 from testkit.worker_harness import start_worker
@@ -53,6 +59,32 @@ def _alive(pid: int) -> bool:
         return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
     except FileNotFoundError:
         return False
+
+
+def order_footprint(redis: RedisServer, size: int) -> list[tuple[str, int, int, int]]:
+    """For each way of sending: the photo's bytes, and the bytes Redis holds for the order in the queue and
+    for the photo's key (0: none), with that key's lifetime in seconds (-1: none), as MEMORY USAGE counts."""
+    url = redis.url(db=8)  # a database no worker reads: the order stays queued
+    app = make_celery(url, 120)
+    client = redis_client.Redis.from_url(url)
+    photo = noisy_jpeg(size)
+    rows = []
+    try:
+        for name, key in (("photo inside the order", None), ("claim check", photo_key("bench-footprint"))):
+            if key is not None:
+                put_photo(client, key, photo, 600)
+            order = WorkOrder("bench-footprint", photo, "hayao", ConvertSettings())
+            app.send_task(TASK_NAME, args=[order_to_message(order, key)], task_id="bench-footprint", queue=QUEUE)
+            held = int(client.memory_usage(key, samples=0) or 0) if key else 0
+            rows.append((name, int(client.memory_usage(QUEUE, samples=0) or 0), held, int(client.ttl(key)) if key else -1))
+            client.flushdb()
+    finally:
+        client.close()
+    print(f"| a {len(photo):,}-byte photo's order | in the queue, bytes | its photo's key, bytes | the key's lifetime s |")
+    print("|---|---|---|---|")
+    for name, queued, held, ttl in rows:
+        print(f"| {name} | {queued:,} | {held:,} | {ttl} |")
+    return rows
 
 
 def worker_timings(home: Path, redis: RedisServer, folder: Path, rounds: int) -> dict[str, list[float]]:
@@ -104,6 +136,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         redis = RedisServer(Path(tmp) / "redis").start()
         try:
+            order_footprint(redis, 1 << 20)
             if args.timings:
                 timings = worker_timings(args.home.resolve(), redis, Path(tmp), args.timings)
                 print("worker timings", json.dumps(timings), flush=True)
