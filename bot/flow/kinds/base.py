@@ -71,6 +71,7 @@ class Kind:
     stills_only: ClassVar[bool] = False  # a clip is refused, not drawn
     sheet: ClassVar[bool] = False  # its tiles make a preview sheet: once that is cached, nothing needs drawing
     waiting_words: ClassVar[str | None] = None  # what its status says, in queue or drawing, if not the photos' count
+    in_styles: ClassVar[bool] = False  # its drawings are one photo's styles: a partial answer counts styles
 
     async def draw(self, drawing: Drawing, errand: Errand, src: Source, style: str) -> Drawn:
         """One of its drawings (:meth:`items`), got."""
@@ -127,7 +128,7 @@ class Kind:
         if failed and count == 1:
             said.append(failed[0].text(req.lang))
         elif failed:
-            partial = "styles_partial" if len(req.styles) > 1 else "album_partial"
+            partial = "styles_partial" if self.in_styles else "album_partial"
             said.append(t(req.lang, partial, failed=len(failed), count=count, reason=failed[0].text(req.lang)))
         if req.left_out:
             said.append(self.left_out(req, bench))
@@ -135,7 +136,7 @@ class Kind:
 
     def left_out(self, req: Request, bench: Bench) -> str:
         taken, count = len(self.items(req)), len(self.items(req)) + req.left_out
-        styles = len(req.styles) > 1  # "All styles" cut short: say it in styles, not photos
+        styles = self.in_styles  # "All styles" cut short: say it in styles, not photos
         if req.left_out_why == "limit":
             return t(req.lang, "styles_limit_partial" if styles else "limit_partial", taken=taken, count=count,
                      left_out=req.left_out, limit=bench.per_user_limit)

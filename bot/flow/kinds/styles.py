@@ -9,6 +9,7 @@ class AllStyles(Kind):
     name = "styles"
     shape = Shape.STYLES
     lite = False  # the user asked to compare the styles themselves
+    in_styles = True
 
     def aim(self, style: str, album: Sequence[str]) -> tuple[str | None, tuple[str, ...]]:
         """Every other style, as an album: the first is the request's own style."""
