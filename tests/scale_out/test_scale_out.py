@@ -348,8 +348,9 @@ def test_a_drawing_process_killed_mid_clip_is_logged_once_and_its_clip_leaves_re
 
 def test_a_worker_killed_whole_mid_clip_leaves_no_copy_of_it_in_redis(
         cluster: Cluster, shared_photo: Callable[[str], bytes]) -> None:
-    """kill -9 of a whole worker drawing a clip: Redis holds its unacknowledged copy, which the bot, having
-    sent the clip again and answered it, deletes rather than leave it there until the visibility timeout."""
+    """kill -9 of a whole worker drawing a clip: Redis keeps its unacknowledged order until the visibility
+    timeout, but the order holds no clip (a claim check), and the bot, having sent the clip again and
+    answered it, deletes the clip's key: no copy of the clip is left in Redis."""
     def kill_worker(worker: RunningWorker, pid: int) -> None:
         worker.kill9()
         cluster.workers.remove(worker)
