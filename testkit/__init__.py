@@ -15,6 +15,7 @@ in tests/: bench/ imports nothing from tests/, and a change to how the bot is dr
 - :mod:`testkit.replies`: the bot's answers to a message, out of the fake API's recorded calls.
 - :mod:`testkit.journal`: what the bot has stored and finished, read from its own SQLite journal.
 - :mod:`testkit.compose`: the project's docker-compose.yml on a real Docker engine, on an internal network.
+- :mod:`testkit.kubernetes`: deploy/kubernetes's objects, and any object checked against its schema.
 - :mod:`testkit.models`, :mod:`testkit.pictures`: the real files in ../shared by name, made photos, psnr.
 
 pytest fixtures stay in tests/ (its conftest.py, and a room's own); nothing here imports pytest.

@@ -16,7 +16,6 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,11 @@ from bot.service import metrics
 from storage.database import Database
 from bot.service.config import Config, WorkerConfig, env_name
 from testkit.bot_harness import REPO
+from testkit.kubernetes import KUBERNETES, custom_schema, manifests, validate
 
 DEPLOY = REPO / "deploy"
 PROMETHEUS = DEPLOY / "prometheus"
 RULES = PROMETHEUS / "rules"
-KUBERNETES = DEPLOY / "kubernetes"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "animebot.json"
 # A metric of ours inside a PromQL expression, with the suffixes a histogram's series carry.
 METRIC = re.compile(r"\banimebot_[a-z_]+\b")
@@ -47,15 +46,6 @@ def promtool(*args: str, cwd: Path = PROMETHEUS) -> str:
     said = done.stdout + done.stderr
     assert done.returncode == 0, said
     return said
-
-
-def manifests() -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every object the kustomization applies, with the file it is in."""
-    kustomization = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
-    for name in kustomization["resources"]:
-        for document in yaml.safe_load_all((KUBERNETES / name).read_text()):
-            if document is not None:
-                yield name, document
 
 
 def dashboard_queries() -> list[str]:
@@ -178,23 +168,20 @@ def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
 
 
 def test_the_kubernetes_manifests_validate_against_their_schemas() -> None:
-    validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed "
-                                   "(pip install kubernetes-validate)")
+    pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed "
+                        "(pip install kubernetes-validate)")
     jsonschema = pytest.importorskip("jsonschema")
-    scaled_object_schema = json.loads((KUBERNETES / "schemas" / "scaledobject.json").read_text())
     kinds = []
     for name, document in manifests():
         kinds.append(document["kind"])
-        if document["apiVersion"] == "keda.sh/v1alpha1":  # not one of Kubernetes' own kinds
-            jsonschema.validate(document, scaled_object_schema)
-        else:
-            validate.validate(document, validate.latest_version(), strict=True)
+        validate(document)  # KEDA's ScaledObject against the schema kept beside the manifests
     assert sorted(kinds) == ["Deployment", "Deployment", "Deployment", "Namespace", "PersistentVolumeClaim",
                              "ScaledObject", "Service", "Service"]
     # The schema is strict: a misspelt field, which KEDA would ignore without a word, is refused.
     scaled = next(doc for _, doc in manifests() if doc["kind"] == "ScaledObject")
+    assert custom_schema(scaled) is not None
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({**scaled, "spec": {**scaled["spec"], "minReplicas": 1}}, scaled_object_schema)
+        validate({**scaled, "spec": {**scaled["spec"], "minReplicas": 1}})
 
 
 def test_kubernetes_wires_the_bot_the_workers_and_keda_to_each_other() -> None:
