@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -92,6 +93,16 @@ def _parser() -> argparse.ArgumentParser:
     wk.set_defaults(handler=_worker)
     h = sub.add_parser("health", help="exit 0 if the bot in ANIMEBOT_HOME is running with all its workers")
     h.set_defaults(handler=_health)
+    b = sub.add_parser("backup", help="write ANIMEBOT_HOME (its database and cached results; not models) to one "
+                                      "file, while the bot runs (docs/operations.md, 'Backups')")
+    b.add_argument("path", nargs="?", type=Path, metavar="PATH",
+                   help="the file to write (.tar; .tar.gz to compress); written whole or not at all")
+    b.add_argument("--prune", type=Path, metavar="DIR",
+                   help="delete the backups in DIR made more than ANIMEBOT_KEEP_DAYS days ago (docs/privacy.md)")
+    b.set_defaults(handler=_backup)
+    rs = sub.add_parser("restore", help="fill an empty ANIMEBOT_HOME from a backup; the bot upgrades it at its start")
+    rs.add_argument("path", type=Path, metavar="PATH")
+    rs.set_defaults(handler=_restore)
 
     c = sub.add_parser("convert", help="convert image files and clips (GIF, MP4, MOV, WebM) to anime")
     c.add_argument("inputs", nargs="+", metavar="INPUT", type=Path)
@@ -240,6 +251,42 @@ def _health(args: argparse.Namespace) -> int:
     ok, why = health(data_home())
     print(f"animebot: {why}", file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from bot.service.config import load_kept
+    from storage.backup import back_up, prune
+
+    if args.path is None and args.prune is None:
+        raise AnimebotError("name the file to write (animebot backup PATH), or the folder to prune (--prune DIR)")
+    kept = load_kept()
+    if args.path is not None:
+        made = back_up(kept.home, args.path.resolve())
+        counts = ", ".join(f"{table} {n}" for table, n in made.counts.items())
+        gone = f" ({made.skipped} more that it names were deleted meanwhile)" if made.skipped else ""
+        print(f"{made.path}: {made.size:,} bytes: the database ({counts}) and {made.results} result "
+              f"file(s){gone}")
+    if args.prune is not None:
+        pruned = prune(args.prune, kept.keep_days * 86400)
+        for path in pruned.deleted:
+            print(f"{path}: deleted (older than ANIMEBOT_KEEP_DAYS, {kept.keep_days} days)")
+        for path in pruned.unreadable:
+            print(f"{path}: not a backup this release can read; left alone", file=sys.stderr)
+        print(f"{args.prune}: {len(pruned.deleted)} deleted, {pruned.kept} kept")
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from bot.service.config import load_kept
+    from storage.backup import restore
+
+    home = load_kept().home
+    done = restore(args.path.resolve(), home)
+    counts = ", ".join(f"{table} {n}" for table, n in done.counts.items())
+    print(f"{home}: restored from {args.path}, made {time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(done.created))}"
+          f" (database schema {done.schema}: {counts}; {done.results} result file(s)). Models are not in backups: "
+          f"the bot installs those ANIMEBOT_WEIGHTS names at its start, and brings the database up to date")
+    return 0
 
 
 def _weights_list(args: argparse.Namespace) -> int:

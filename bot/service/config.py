@@ -118,7 +118,16 @@ def _one_line(model: type[Shared], exc: ValidationError, env: Mapping[str, str])
     return f"{name}: {error['msg']}, got {raw!r}"
 
 
-class Config(Shared):
+class Kept(Shared):
+    """How long users' data is kept: the bot's setting, which ``animebot backup --prune`` reads too."""
+
+    # Results, records of photos, stored requests and update contents older than this are deleted
+    # (storage/retention.py); /forget deletes one user's at once. Backups older than this are deleted by
+    # `animebot backup --prune DIR` (docs/privacy.md).
+    keep_days: int = Field(30, ge=1, le=3650)
+
+
+class Config(Kept):
     """The bot's settings."""
 
     token: SecretStr = Field(validation_alias=variable("TELEGRAM_BOT_TOKEN"))
@@ -155,9 +164,6 @@ class Config(Shared):
     # A graceful stop waits this long for photos already being drawn; Docker's stop grace period must be
     # longer (docker-compose.yml gives 60 s).
     stop_wait_s: int = Field(30, ge=0, le=3600, validation_alias=variable("ANIMEBOT_STOP_WAIT"))
-    # Results, records of photos, stored requests and update contents older than this are deleted
-    # (storage/retention.py); /forget deletes one user's at once.
-    keep_days: int = Field(30, ge=1, le=3650)
     # Webhook mode instead of polling when webhook_url is set.
     webhook_url: str | None = None
     webhook_listen: str = "0.0.0.0"
@@ -257,6 +263,22 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
     A ``.env`` file, when present, fills in variables the environment does not set, so ``docker run -e``
     and a shell export always win. ``webhook_url`` (``animebot run --webhook``) wins over both.
     """
+    env = _gathered(environ, dotenv)
+    if webhook_url:
+        env["ANIMEBOT_WEBHOOK_URL"] = webhook_url
+    cfg: Config = Config.read(env, home=data_home(env))
+    return cfg
+
+
+def load_kept(environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")) -> Kept:
+    """The home and ``ANIMEBOT_KEEP_DAYS`` as the bot reads them (no token needed): for backups."""
+    env = _gathered(environ, dotenv)
+    kept: Kept = Kept.read(env, home=data_home(env))
+    return kept
+
+
+def _gathered(environ: Mapping[str, str] | None, dotenv: Path | None) -> dict[str, str]:
+    """``environ`` (default: the process environment), with a ``.env`` file's variables beneath it."""
     env = dict(os.environ if environ is None else environ)
     if dotenv is not None and dotenv.is_file():
         from dotenv import dotenv_values
@@ -264,10 +286,7 @@ def load_config(environ: Mapping[str, str] | None = None, dotenv: Path | None = 
         for key, value in dotenv_values(dotenv).items():
             if value is not None:
                 env.setdefault(key, value)
-    if webhook_url:
-        env["ANIMEBOT_WEBHOOK_URL"] = webhook_url
-    cfg: Config = Config.read(env, home=data_home(env))
-    return cfg
+    return env
 
 
 class WorkerConfig(Shared):
