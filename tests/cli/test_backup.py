@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import io
 import json
 import sqlite3
@@ -26,7 +27,7 @@ from testkit.cli import animebot
 from testkit.fake_telegram import FakeTelegram
 from testkit.journal import drawn_by, jobs_for, journal_rows, settled
 from testkit.pictures import synthetic_photo
-from testkit.privacy import BOT_ENV, files_holding, forget
+from testkit.privacy import BOT_ENV, files_holding, forget, rows_naming, traces_of
 from testkit.replies import drawn, first_answer
 from testkit.worker_harness import held
 from weights.store import ModelStore
@@ -247,7 +248,7 @@ def test_a_running_bots_home_restored_answers_repeats_from_the_cache_and_forgets
     with FakeTelegram() as fake:
         bot = start_bot(fake, home, tiny_store.home, **BOT_ENV)
         try:
-            _, answer = drawn(fake, chat, alice, data)
+            photo, answer = drawn(fake, chat, alice, data)
             fake.text_message(chat_c, carol, "/settings")
             menu = fake.wait_for(lambda: [c for c in fake.messages_to(chat_c["id"]) if "reply_markup" in c.params])[0]
             fake.press(carol, menu.result, "o:strength:50")
@@ -283,10 +284,12 @@ def test_a_running_bots_home_restored_answers_repeats_from_the_cache_and_forgets
             assert "photo" not in repeat.files, "sent again by its file id, not drawn and uploaded"
             assert repeat.params["photo"] == answer.result["photo"][-1]["file_id"]
             assert drawn_by(restored, alice["id"]) == 1, "the repeat was not drawn"
+            traces = traces_of(fake, photo, answer, hashlib.sha256(data).hexdigest(), alice["id"])
+            assert rows_naming(restored, traces) and files_holding(restored, traces.result), "there to be forgotten"
             said = forget(fake, chat, alice)
             assert "results, with their files: 1" in said
             fake.wait_for(lambda: settled(restored, fake), 60)
-            assert files_holding(restored, fake.sent_file(answer, "photo")) == []
-            assert journal_rows(restored, "SELECT * FROM holdings WHERE user_id = ?", alice["id"]) == []
+            assert files_holding(restored, traces.result) == []
+            assert rows_naming(restored, traces) == [], "found by the restored key, and deleted"
         finally:
             bot.stop()
