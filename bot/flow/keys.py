@@ -27,6 +27,12 @@ def drawing_version(styles: Styles, style: str, settings: ConvertSettings, src: 
     return f"{version}|{src.kind}:{clip.max_seconds:g}s:{clip.max_fps:g}fps:{clip.max_side}px:{CLIP_REVISION}"
 
 
+def key_of(content_sha256: str, style: str, version: str, kind: Kind = PHOTO) -> str:
+    """The cache key of what ``kind`` makes of the photo drawn in ``style`` at ``version`` (a drawing's version,
+    :func:`drawing_version`): the drawing itself, or with the kind's own part (HD's doubling)."""
+    return result_key(content_sha256, style, kind.version(version))
+
+
 def picture_key(styles: Styles, content_sha256: str, style: str, settings: ConvertSettings, kind: Kind = PHOTO) -> str:
     """The cache key of a still picture drawn in ``style`` as ``kind`` makes it from ``settings``."""
-    return result_key(content_sha256, style, kind.version(styles.version(style, kind.settings(settings))))
+    return key_of(content_sha256, style, styles.version(style, kind.settings(settings)), kind)

@@ -25,7 +25,7 @@ from bot.flow import previews
 from bot.flow.admission import Admission, FlowSettings
 from bot.flow.drawn import Drawn
 from bot.flow.errand import Errand, Fetched
-from bot.flow.keys import drawing_version
+from bot.flow.keys import drawing_version, key_of
 from bot.flow.kinds.base import Work
 from bot.flow.kinds.registry import plan
 from bot.flow.requests import Failed, Request, Source
@@ -37,7 +37,7 @@ from inference.clip_settings import ClipLimits, ClipSettings
 from inference.clips import is_clip
 from inference.drawer import WorkOrder
 from inference.pipeline import Converted
-from storage.cache import CachedResult, result_key
+from storage.cache import CachedResult
 from storage.journal import Journal
 from storage.stores import Stores
 
@@ -81,7 +81,7 @@ class Results:
             if style not in self.styles.names:  # uninstalled since the request was made: it will fail, not draw
                 needs.append(False)
                 continue
-            key = result_key(sha, style, plan(req).version(self.version(src, style, req))) if sha else None
+            key = key_of(sha, style, self.version(src, style, req), plan(req)) if sha else None
             needs.append(key is None or (key not in self._drawing and not await self.stores.results.has(key)))
         return needs
 
@@ -125,7 +125,7 @@ class Results:
             raise Failed("style_unavailable")
         sha = await self.known_sha(src)
         version = self.version(src, style, req)
-        if sha and (known := await self.known(result_key(sha, style, version))):
+        if sha and (known := await self.known(key_of(sha, style, version))):
             await self._received(req, src, sha)
             return Drawn.of(src, sha, style, known)
         data = await self.data(req, src, errand.fetched)
@@ -137,7 +137,7 @@ class Results:
         if media != src.kind:  # a GIF or video sent as a file, or a one-frame GIF: its bytes decide
             src = replace(src, kind=media, seconds=None)  # a clip's length is read from its header, below
             version = self.version(src, style, req)
-        key = result_key(sha, style, version)
+        key = key_of(sha, style, version)
         if known := await self.known(key):
             return Drawn.of(src, sha, style, known)
         metrics.CACHE_LOOKUPS.labels("miss").inc()  # the last look (the first may not know the hash): drawn now
@@ -171,7 +171,7 @@ class Results:
         """``work`` done on ``base`` (HD's doubling, bot/flow/kinds/hd.py): from the cache, from the same work
         under way, or on a worker from the very file the user has, so that it is that picture, made further."""
         req = errand.req
-        key = result_key(base.sha256, base.style, plan(req).version(self.version(base.source, base.style, req)))
+        key = key_of(base.sha256, base.style, self.version(base.source, base.style, req), plan(req))
         if known := await self.known(key):
             drawn = Drawn.of(base.source, base.sha256, base.style, known)
         else:
