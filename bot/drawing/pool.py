@@ -22,7 +22,7 @@ from inference.pipeline import DEFAULT_MAX_SIDE, ConvertSettings
 
 FACE_COST = 0.5  # a face pass costs about half a photo (docs/benchmarks.md, "The face pass")
 # The most job timeouts a worker may take on one ticket, whatever its allowance: the flow gives a clip 10
-# (bot/flow/results.py) and an HD 4 (bot/flow/kinds/hd.py), and Celery's visibility timeout is set past this.
+# (bot/flow/orders.py) and an HD 4 (bot/flow/kinds/hd.py), and Celery's visibility timeout is set past this.
 LONGEST_ALLOWANCE = 10
 FRAME_COST = 0.25  # a frame at 480 px, against a photo at 720 (0.27 s against 1.2 s, docs/clips.md)
 

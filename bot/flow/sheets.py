@@ -40,7 +40,7 @@ class Sheets:
         if not done:
             return None
         try:
-            original = [("", await self.results.data(req, req.sources[0], fetched))]
+            original = [("", await self.results.fetcher.data(req, req.sources[0], fetched))]
         except Failed:  # the tiles came from the cache and the photo cannot be fetched now: tiles only
             original = []
         tiles = [(tile_label(self.styles, d.style), d.result.path) for d in done]

@@ -19,7 +19,7 @@ from telegram.error import TelegramError
 
 from storage.errors import AnimebotError
 from bot.flow.requests import Failed
-from bot.flow.results import download
+from bot.flow.fetching import download
 from inference.imageio import decode
 from storage.cache import CachedResult, result_key
 from storage.stores import Stores

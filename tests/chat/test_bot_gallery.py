@@ -21,7 +21,7 @@ from PIL import Image
 
 from bot.flow.access import Access, Limits
 from bot.words.catalogue import t
-from bot.flow.results import face_share
+from bot.flow.orders import face_share
 from bot.chat.keyboards import (ALBUM_MAX, ALL_STYLES, AVATAR, FULL_SIZE, PREVIEW_MINE, REDRAW, SET_LANG, SET_OPTION,
                                 SET_STYLE, STICKER, CUTOUT, album_styles, result_keyboard, style_keyboard, style_menu_text)
 from bot.flow.kinds.registry import plan

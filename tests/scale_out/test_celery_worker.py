@@ -32,7 +32,7 @@ from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, Ordered, o
                                      photo_key, put_photo, read_workers, Summarized, result_from_message, result_summary,
                                      result_to_message)
 from bot.flow.kinds.registry import DOUBLED
-from bot.flow.results import CLIP_ALLOWANCE
+from bot.flow.orders import CLIP_ALLOWANCE
 from inference.drawer import Drawer, DrawerSpec, WorkFailed, WorkOrder
 from inference.engine import DEFAULT_BACKEND
 from inference.imageio import ImageLimits
