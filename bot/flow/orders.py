@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass
 
 from bot.drawing.fairqueue import Ticket
-from bot.drawing.pool import Pool, PoolBusy
+from bot.drawing.pool import PoolBusy
 from bot.flow.drawn import Drawn
+from bot.flow.equipment import Equipment
 from bot.flow.errand import Errand
 from bot.flow.requests import Failed, Request, Source
 from bot.flow.telemetry import Telemetry
@@ -23,8 +24,6 @@ from inference.drawer import WorkOrder
 from inference.pipeline import Converted
 from storage.cache import CachedResult
 from storage.errors import AnimebotError
-from storage.journal import Journal
-from storage.stores import Stores
 
 # A clip may take this many job timeouts: 150 frames at 480 px cost about 30 photos at 720 (docs/clips.md).
 CLIP_ALLOWANCE = 10
@@ -45,11 +44,10 @@ class Order:
 class Orders:
     """Has the workers draw orders, and stores what they drew."""
 
-    def __init__(self, pool: Pool, stores: Stores, journal: Journal, clip_limits: ClipLimits,
-                 telemetry: Telemetry) -> None:
-        self.pool = pool
-        self.stores = stores
-        self.journal = journal
+    def __init__(self, equipment: Equipment, clip_limits: ClipLimits, telemetry: Telemetry) -> None:
+        self.pool = equipment.pool
+        self.stores = equipment.stores
+        self.journal = equipment.journal
         self.limits = clip_limits  # the operator's (bot/service/config.py)
         self.telemetry = telemetry
 

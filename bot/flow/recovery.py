@@ -13,17 +13,15 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
 
-from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.drawing.pool import Pool
 from bot.flow.answering import Way
+from bot.flow.equipment import Equipment
 from bot.flow.kinds.registry import plan
 from bot.flow.requests import Request, StoredRequestError, request_from_json
 from bot.flow.retry import retrying
 from bot.flow.running import RunningJobs
 from bot.words.catalogue import t
-from storage.journal import Journal
 
 log = logging.getLogger("animebot.jobs")
 
@@ -33,11 +31,11 @@ MAX_ATTEMPTS = 3  # a job that was running during 3 crashes in a row is given up
 class Recovery:
     """Resumes open jobs at start (through ``resume``), and stops the running ones at a stop."""
 
-    def __init__(self, bot: Bot, pool: Pool, journal: Journal, ways: Mapping[str, Way], jobs: RunningJobs,
+    def __init__(self, equipment: Equipment, ways: Mapping[str, Way], jobs: RunningJobs,
                  resume: Callable[[Request], Coroutine[object, object, None]]) -> None:
-        self.bot = bot
-        self.pool = pool
-        self.journal = journal
+        self.bot = equipment.bot
+        self.pool = equipment.pool
+        self.journal = equipment.journal
         self.ways = ways
         self.jobs = jobs
         self.resume = resume

@@ -12,12 +12,10 @@ import asyncio
 import hashlib
 from dataclasses import replace
 
-from telegram import Bot
-
-from bot.drawing.pool import Pool
 from bot.flow import fetching, previews
-from bot.flow.admission import Admission, FlowSettings
+from bot.flow.admission import Admission
 from bot.flow.drawn import Drawn
+from bot.flow.equipment import Equipment
 from bot.flow.errand import Errand
 from bot.flow.fetching import Fetcher
 from bot.flow.keys import drawing_version, key_of
@@ -26,11 +24,9 @@ from bot.flow.kinds.registry import plan
 from bot.flow.orders import CLIP_ALLOWANCE, Order, Orders
 from bot.flow.requests import Failed, Request, Source
 from bot.flow.telemetry import Telemetry
-from bot.styles import Styles
+from inference.clip_settings import ClipLimits
 from inference.drawer import WorkOrder
 from storage.cache import CachedResult
-from storage.journal import Journal
-from storage.stores import Stores
 
 
 class DrawingStopped(Exception):
@@ -41,14 +37,13 @@ class DrawingStopped(Exception):
 class Results:
     """Looks results up in the cache, and has the workers draw the rest."""
 
-    def __init__(self, bot: Bot, pool: Pool, stores: Stores, journal: Journal, styles: Styles,
-                 settings: FlowSettings, admission: Admission) -> None:
-        self.stores = stores
-        self.styles = styles
+    def __init__(self, equipment: Equipment, clip_limits: ClipLimits, admission: Admission) -> None:
+        self.stores = equipment.stores
+        self.styles = equipment.styles
         self.admission = admission
         self.telemetry = Telemetry()
-        self.fetcher = Fetcher(bot, styles)
-        self.orders = Orders(pool, stores, journal, settings.clip_limits, self.telemetry)
+        self.fetcher = Fetcher(equipment.bot, equipment.styles)
+        self.orders = Orders(equipment, clip_limits, self.telemetry)
         self._drawing: dict[str, asyncio.Future[CachedResult]] = {}  # result key -> its drawing, shared
 
     async def needs(self, req: Request) -> list[bool]:

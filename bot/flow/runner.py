@@ -18,14 +18,14 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from telegram import Bot
 from telegram.error import Forbidden, TelegramError
 
-from bot.drawing.pool import Pool, Reservation
+from bot.drawing.pool import Reservation
 from bot.flow.access import Refusal
 from bot.flow.admission import Admission, FlowSettings
 from bot.flow.answering import Onlooker, Way
 from bot.flow.drawn import Drawn
+from bot.flow.equipment import Equipment
 from bot.flow.kinds.registry import plan
 from bot.flow.progress import Progress
 from bot.flow.recovery import Recovery
@@ -35,10 +35,7 @@ from bot.flow.results import Results
 from bot.flow.running import RunningJob, RunningJobs
 from bot.flow.sheets import Sheets
 from bot.service import metrics
-from bot.styles import Styles
 from storage.database import Unwritable
-from storage.journal import Journal
-from storage.stores import Stores
 
 log = logging.getLogger("animebot.jobs")
 
@@ -51,20 +48,20 @@ class JobRunner:
     a crash or a stop run again from :meth:`recover`.
     """
 
-    def __init__(self, bot: Bot, pool: Pool, stores: Stores, journal: Journal, styles: Styles,
-                 ways: Mapping[str, Way], onlooker: Onlooker, settings: FlowSettings) -> None:
-        self.bot = bot
-        self.pool = pool
-        self.stores = stores
-        self.journal = journal
+    def __init__(self, equipment: Equipment, ways: Mapping[str, Way], onlooker: Onlooker,
+                 settings: FlowSettings) -> None:
+        self.bot = equipment.bot
+        self.pool = equipment.pool
+        self.stores = equipment.stores
+        self.journal = equipment.journal
         self.ways = ways  # by the name a request gives (Request.answer)
         self.onlooker = onlooker  # hears about every job (the Mini App's page, of those it started)
         self.settings = settings
-        self.jobs = RunningJobs(pool)
-        self.admission = Admission(journal, pool, settings, self.jobs.forgetting)
-        self.results = Results(bot, pool, stores, journal, styles, settings, self.admission)
-        self.sheets = Sheets(stores, styles, self.results)
-        self.recovery = Recovery(bot, pool, journal, ways, self.jobs, self._resume)
+        self.jobs = RunningJobs(equipment.pool)
+        self.admission = Admission(equipment.journal, equipment.pool, settings, self.jobs.forgetting)
+        self.results = Results(equipment, settings.clip_limits, self.admission)
+        self.sheets = Sheets(equipment.stores, equipment.styles, self.results)
+        self.recovery = Recovery(equipment, ways, self.jobs, self._resume)
         self._stopping = False
         # A crash between Telegram taking an answer and the journal recording it sends that answer again
         # after the restart: there is no asking Telegram what it got. Answers go out one at a time through

@@ -26,6 +26,7 @@ from bot.service.config import Config
 from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
 from bot.flow.answering import Way
+from bot.flow.equipment import Equipment
 from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
 from bot.chat.photos import on_album
@@ -88,7 +89,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     replies = Replies(app.bot, stores, buttons, styles, stickers, Offers(cfg.video_max_s, cfg.webapp_url, hd))
     desk = AppJobs(buttons)  # what the Mini App's page is told about the jobs it started
     ways: dict[str, Way] = {"chat": ChatWay(app.bot, replies, journal), "app": PageWay(desk)}  # by Request.answer
-    runner = JobRunner(app.bot, pool, stores, journal, styles, ways, desk, settings)
+    runner = JobRunner(Equipment(app.bot, pool, stores, journal, styles), ways, desk, settings)
     forgetting = Forgetting(app.bot, runner, Erasures(db, stores.results.results_dir), limits)
     st = BotState(runner, journal, pool, db, stores, buttons, styles, access, forgetting, hd)
     app.bot_data.put(*_chat_needs(st, cfg))
