@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage.cache import result_key
+from storage.cache import ResultFile, result_key
 from storage.database import Database
 from storage.erasure import Erasure, Erasures
 from storage.journal import Journal
@@ -38,7 +38,7 @@ async def _bookkeeping(stores: Stores, n: int, rounds: int, holding: bool) -> fl
         sha = f"{i:064x}"
         key = result_key(sha, "hayao", "v1")
         started = time.perf_counter()
-        await stores.results.put(key, sha, "hayao", b"r" * 2048, 4, 4)
+        await stores.results.put(key, sha, "hayao", ResultFile(b"r" * 2048, 4, 4))
         await stores.uploads.remember_upload(i % 997, f"U{i}", sha, f"FILE{i}")
         if holding:
             await stores.holdings.hold(i % 997, sha, key)
@@ -51,7 +51,7 @@ async def _fill(stores: Stores, users: int, photos: int) -> None:
         for p in range(photos):
             sha = f"{u:032x}{p:032x}"
             key = result_key(sha, "hayao", "v1")
-            await stores.results.put(key, sha, "hayao", b"r" * 512, 4, 4)
+            await stores.results.put(key, sha, "hayao", ResultFile(b"r" * 512, 4, 4))
             await stores.uploads.remember_upload(10_000 + u, f"U{u}-{p}", sha, f"FILE{u}-{p}")
             await stores.holdings.hold(10_000 + u, sha, key)
 

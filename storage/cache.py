@@ -35,6 +35,19 @@ class CachedResult:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ResultFile:
+    """A result to store: its file's bytes and suffix, its size in pixels, and what its drawing found and said
+    beside it (kept in its row, and given back with it: see :class:`CachedResult`)."""
+
+    data: bytes
+    width: int
+    height: int
+    suffix: str = ".jpg"
+    face_share: float | None = None
+    notes: tuple[str, ...] = ()
+
+
 def _notes(stored: str) -> tuple[str, ...]:
     return tuple(stored.split(",")) if stored else ()
 
@@ -102,8 +115,7 @@ class ResultCache:
         row = await self._db.fetchone("SELECT filename FROM results WHERE key = ?", (key,))
         return row is not None and await asyncio.to_thread((self.results_dir / row[0]).is_file)
 
-    async def put(self, key: str, content_sha256: str, style: str, data: bytes, width: int, height: int,
-                  suffix: str = ".jpg", face_share: float | None = None, notes: tuple[str, ...] = ()) -> CachedResult:
+    async def put(self, key: str, content_sha256: str, style: str, file: ResultFile) -> CachedResult:
         """Store a result file atomically, then evict the least recently used beyond the size cap: their rows
         in the transaction that stores this one, their files once it is committed (storage/files.py).
 
@@ -111,20 +123,21 @@ class ResultCache:
         results of one photo drawn with other settings are two files, so
         neither overwrites, nor evicts, the other.
         """
-        filename = f"{content_sha256[:2]}/{content_sha256}.{style}.{_digest(key)}{suffix}"
+        filename = f"{content_sha256[:2]}/{content_sha256}.{style}.{_digest(key)}{file.suffix}"
         path = self.results_dir / filename
-        await asyncio.to_thread(write_atomically, path, data)
+        await asyncio.to_thread(write_atomically, path, file.data)
         now = time.time()
         async with self._db.transaction() as tx:
             await tx.execute(
                 "INSERT OR REPLACE INTO results (key, content_sha256, style, filename, bytes, width, height,"
                 " media_file_id, document_file_id, created_at, last_used, face_share, notes)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)",
-                (key, content_sha256, style, filename, len(data), width, height, now, now, face_share, ",".join(notes)),
+                (key, content_sha256, style, filename, len(file.data), file.width, file.height, now, now, file.face_share,
+                 ",".join(file.notes)),
             )
             evicted = await self._evict(tx)
         await asyncio.to_thread(remove, self.results_dir, evicted)
-        return CachedResult(key, path, width, height, None, None, face_share, notes)
+        return CachedResult(key, path, file.width, file.height, None, None, file.face_share, file.notes)
 
     async def set_media(self, key: str, file_id: str, kind: str) -> None:
         """Remember what Telegram called our upload of the result sent to be seen, and what it was sent as

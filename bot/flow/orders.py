@@ -22,7 +22,7 @@ from inference import sticker
 from inference.clip_settings import ClipLimits, ClipSettings
 from inference.drawer import WorkOrder
 from inference.pipeline import Converted
-from storage.cache import CachedResult
+from storage.cache import CachedResult, ResultFile
 from storage.errors import AnimebotError
 
 # A clip may take this many job timeouts: 150 frames at 480 px cost about 30 photos at 720 (docs/clips.md).
@@ -126,8 +126,8 @@ class Orders:
         suffix = (".webm" if settings.cut else ".mp4") if clip else f".{settings.fmt}"
         notes = ((("trimmed",) if clip.trimmed else ()) + (("silent",) if clip.sound == "damaged" else ()) if clip
                  else ("animated",) if converted.frames > 1 else ())
-        return await self.stores.results.put(order.key, order.sha256, order.work.style, converted.data, w, h,
-                                             suffix=suffix, face_share=face_share(converted), notes=notes)
+        file = ResultFile(converted.data, w, h, suffix, face_share(converted), notes)
+        return await self.stores.results.put(order.key, order.sha256, order.work.style, file)
 
     async def _mark_running(self, job_id: str, ticket: Ticket) -> None:
         await ticket.started.wait()

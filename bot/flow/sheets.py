@@ -16,7 +16,7 @@ from bot.flow.requests import Failed, Request
 from bot.flow.errand import Fetched
 from bot.flow.results import Results
 from bot.styles import Styles
-from storage.cache import CachedResult
+from storage.cache import CachedResult, ResultFile
 from storage.stores import Stores
 
 
@@ -47,7 +47,7 @@ class Sheets:
         data, w, h = await asyncio.to_thread(
             lambda: compose(original + [(label, path.read_bytes()) for label, path in tiles]))
         key = sheet_key_of(self.styles, req, done[0].sha256) + ("~partial" if failed else "")
-        sheet = await self.stores.results.put(key, done[0].sha256, SHEET_STYLE, data, w, h)
+        sheet = await self.stores.results.put(key, done[0].sha256, SHEET_STYLE, ResultFile(data, w, h))
         return await self._held(req, sheet, from_cache=False)
 
     async def _held(self, req: Request, sheet: CachedResult, from_cache: bool) -> Drawn:

@@ -21,7 +21,7 @@ from storage.errors import AnimebotError
 from bot.flow.requests import Failed
 from bot.flow.fetching import download
 from inference.imageio import decode
-from storage.cache import CachedResult, result_key
+from storage.cache import CachedResult, ResultFile, result_key
 from storage.stores import Stores
 
 log = logging.getLogger("animebot.webapp")
@@ -60,7 +60,7 @@ class Originals:
         except AnimebotError as exc:  # it was drawn, so it decoded once; a decoder changed since, say
             log.warning("photo %s… cannot be shown again: %s", content_sha256[:12], exc)
             return None
-        return await self.stores.results.put(key, content_sha256, PHOTO_STYLE, scaled, width, height)
+        return await self.stores.results.put(key, content_sha256, PHOTO_STYLE, ResultFile(scaled, width, height))
 
     async def _fetch(self, content_sha256: str) -> bytes | None:
         file_id = await self.stores.uploads.file_id_of(content_sha256)

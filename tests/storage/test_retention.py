@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from inference import scratch
-from storage.cache import result_key
+from storage.cache import ResultFile, result_key
 from storage.database import Database
 from storage import retention
 from storage.erasure import Erased, Erasure, Erasures
@@ -34,7 +34,7 @@ async def keep_photo(db: Database, stores: Stores, journal: Journal, n: int, use
     the holdings, a button, the stored request and the update; returns the photo's hash and the file."""
     sha = f"{n:064x}"
     key = result_key(sha, "hayao", "v1")
-    stored = await stores.results.put(key, sha, "hayao", b"result bytes %d" % n, 4, 4)
+    stored = await stores.results.put(key, sha, "hayao", ResultFile(b"result bytes %d" % n, 4, 4))
     await stores.uploads.remember_upload(user_id, f"U{n}", sha, f"FILE{n}")
     await stores.holdings.hold(user_id, sha)
     await stores.holdings.hold(user_id, sha, key)
@@ -132,8 +132,8 @@ def test_a_lookup_is_answered_while_the_sweep_deletes_files(tmp_path: Path, monk
         try:
             stores = Stores.on(db, tmp_path / "results")
             old, young = result_key("1" * 64, "hayao", "v1"), result_key("2" * 64, "hayao", "v1")
-            old_file = (await stores.results.put(old, "1" * 64, "hayao", b"old", 4, 4)).path
-            await stores.results.put(young, "2" * 64, "hayao", b"young", 4, 4)
+            old_file = (await stores.results.put(old, "1" * 64, "hayao", ResultFile(b"old", 4, 4))).path
+            await stores.results.put(young, "2" * 64, "hayao", ResultFile(b"young", 4, 4))
             await db.execute("UPDATE results SET created_at = 0 WHERE key = ?", (old,))
             sweeping = asyncio.ensure_future(sweep(db, tmp_path / "results", KEEP_DAYS * DAY))
             assert await asyncio.to_thread(deleting.wait, 30), "the sweep never deleted a file"

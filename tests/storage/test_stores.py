@@ -7,7 +7,7 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-from storage.cache import result_key
+from storage.cache import ResultFile, result_key
 from storage.database import Database
 from storage.stores import Stores
 from storage.users import Prefs
@@ -23,7 +23,7 @@ def test_put_get_and_file_ids_survive_reopening(tmp_path: Path) -> None:
         stores = Stores.on(cache_db, tmp_path / "results")
         key = result_key("a" * 64, "hayao", "v1")
         assert await stores.results.get(key) is None
-        stored = await stores.results.put(key, "a" * 64, "hayao", b"JPEGDATA", 720, 480)
+        stored = await stores.results.put(key, "a" * 64, "hayao", ResultFile(b"JPEGDATA", 720, 480))
         assert stored.path.read_bytes() == b"JPEGDATA"
         await stores.results.set_media(key, "PHOTO1", "photo")
         await stores.results.set_document(key, "DOC1")
@@ -57,9 +57,9 @@ def test_least_recently_used_results_are_evicted_beyond_the_cap(tmp_path: Path) 
         stores = Stores.on(cache_db, tmp_path / "results", max_bytes=2500)
         keys = [result_key(f"{i:064d}", "hayao", "v1") for i in range(3)]
         for i, key in enumerate(keys[:2]):
-            await stores.results.put(key, f"{i:064d}", "hayao", b"x" * 1000, 10, 10)
+            await stores.results.put(key, f"{i:064d}", "hayao", ResultFile(b"x" * 1000, 10, 10))
         assert await stores.results.get(keys[0]) is not None  # 0 is now more recent than 1
-        await stores.results.put(keys[2], f"{2:064d}", "hayao", b"x" * 1000, 10, 10)
+        await stores.results.put(keys[2], f"{2:064d}", "hayao", ResultFile(b"x" * 1000, 10, 10))
         assert await stores.results.get(keys[1]) is None  # evicted, file removed too
         assert await stores.results.get(keys[0]) is not None and await stores.results.get(keys[2]) is not None
         assert await stores.results.total_bytes() == 2000
@@ -74,7 +74,7 @@ def test_a_result_whose_file_vanished_is_a_miss(tmp_path: Path) -> None:
         cache_db = await Database.open(tmp_path / "bot.db")
         stores = Stores.on(cache_db, tmp_path / "results")
         key = result_key("b" * 64, "cute", "v1")
-        stored = await stores.results.put(key, "b" * 64, "cute", b"data", 1, 1)
+        stored = await stores.results.put(key, "b" * 64, "cute", ResultFile(b"data", 1, 1))
         stored.path.unlink()
         assert await stores.results.get(key) is None
         await cache_db.close()
@@ -127,12 +127,12 @@ def test_results_of_one_photo_with_other_settings_are_files_of_their_own(tmp_pat
         stores = Stores.on(cache_db, tmp_path / "results", max_bytes=2500)
         sha = "c" * 64
         full, half = result_key(sha, "hayao", "v1-s100"), result_key(sha, "hayao", "v1-s50")
-        first = await stores.results.put(full, sha, "hayao", b"FULL" * 250, 10, 10)
-        second = await stores.results.put(half, sha, "hayao", b"HALF" * 250, 10, 10)
+        first = await stores.results.put(full, sha, "hayao", ResultFile(b"FULL" * 250, 10, 10))
+        second = await stores.results.put(half, sha, "hayao", ResultFile(b"HALF" * 250, 10, 10))
         assert first.path != second.path
         assert (await stores.results.get(full)).path.read_bytes() == b"FULL" * 250
         assert (await stores.results.get(half)).path.read_bytes() == b"HALF" * 250
-        await stores.results.put(result_key("d" * 64, "hayao", "v1"), "d" * 64, "hayao", b"x" * 1000, 10, 10)
+        await stores.results.put(result_key("d" * 64, "hayao", "v1"), "d" * 64, "hayao", ResultFile(b"x" * 1000, 10, 10))
         assert await stores.results.get(full) is None  # the least recently used went...
         assert (await stores.results.get(half)).path.read_bytes() == b"HALF" * 250  # ...and took nothing else with it
         await cache_db.close()
