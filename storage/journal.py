@@ -33,6 +33,21 @@ _STATE_SHOWN = "CASE WHEN state = 'failed' AND outcome = 'cancelled' THEN 'cance
 
 
 @dataclass(frozen=True)
+class NewJob:
+    """A request to record: its job's id, its chat and its user, the photos it counts against the quota, and the
+    request itself (JSON, to run it again); and the state it starts in, with why for one that ends at once (a
+    refusal)."""
+
+    job_id: str
+    chat_id: int
+    user_id: int
+    photos: int
+    request: str
+    state: str = "queued"
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
 class JobRow:
     job_id: str
     chat_id: int
@@ -94,9 +109,7 @@ class Journal:
         row = await self._db.fetchone("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
         return row[0] if row else None
 
-    async def create_job(self, job_id: str, chat_id: int, user_id: int, photos: int, request: str,
-                         state: str = "queued", outcome: str | None = None,
-                         album: tuple[str, Sequence[int]] | None = None) -> bool:
+    async def create_job(self, job: NewJob, album: tuple[str, Sequence[int]] | None = None) -> bool:
         """Record a request; False if a job of that id already exists (a replayed update).
 
         ``album`` is (media_group_id, message ids): the album parts this job
@@ -106,14 +119,14 @@ class Journal:
             created = await tx.execute(
                 "INSERT OR IGNORE INTO jobs (job_id, chat_id, user_id, photos, request, state, outcome, created_at,"
                 " finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, chat_id, user_id, photos, request, state, outcome, time.time(),
-                 None if state in OPEN_STATES else time.time()),
+                (job.job_id, job.chat_id, job.user_id, job.photos, job.request, job.state, job.outcome, time.time(),
+                 None if job.state in OPEN_STATES else time.time()),
             ) == 1
             if created and album is not None:
                 group, message_ids = album
                 await tx.executemany(
                     "INSERT OR IGNORE INTO album_parts (chat_id, message_id, media_group_id, job_id)"
-                    " VALUES (?, ?, ?, ?)", [(chat_id, mid, group, job_id) for mid in message_ids])
+                    " VALUES (?, ?, ?, ?)", [(job.chat_id, mid, group, job.job_id) for mid in message_ids])
         return created
 
     async def album_parts(self, chat_id: int, media_group_id: str) -> dict[int, str]:

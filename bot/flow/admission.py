@@ -21,7 +21,7 @@ from bot.flow.kinds.registry import plan
 from bot.flow.requests import Failed, Request, Source, StoredRequestError, request_from_json, request_to_json
 from bot.service import metrics
 from inference.clip_settings import ClipLimits
-from storage.journal import Journal
+from storage.journal import Journal, NewJob
 
 log = logging.getLogger("animebot.jobs")
 
@@ -95,15 +95,15 @@ class Admission:
             reservation = self.pool.reserve(sum(needs[:len(req.items)])) if refusal is None else None
         if refusal is not None or reservation is None:
             refusal = refusal or Refusal("busy", {})
-            await self.journal.create_job(req.job_id, req.chat_id, req.user_id, n, request_to_json(req),
-                                          state="refused", outcome=refusal.code, album=album)
+            job = NewJob(req.job_id, req.chat_id, req.user_id, n, request_to_json(req), "refused", refusal.code)
+            await self.journal.create_job(job, album)
             log.info("job %s: refused (%s) for user %s", req.job_id, refusal.code, req.user_id)
             metrics.JOBS.labels("refused").inc()
             return refusal
         held.enter_context(reservation)
         held.enter_context(self.counted(req.user_id, _waiting_units(req, needs[:len(req.items)])))
-        if not await self.journal.create_job(req.job_id, req.chat_id, req.user_id, kind.units(req),
-                                             request_to_json(req), album=album):
+        job = NewJob(req.job_id, req.chat_id, req.user_id, kind.units(req), request_to_json(req))
+        if not await self.journal.create_job(job, album):
             return None
         return req, reservation
 

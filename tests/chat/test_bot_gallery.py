@@ -36,7 +36,7 @@ from testkit.pictures import synthetic_photo
 from testkit.journal import drawn_by, journal_rows, settled
 from testkit.replies import album_files, answers, buttons
 from testkit.fake_telegram import Call, FakeTelegram
-from storage.journal import Journal
+from storage.journal import Journal, NewJob
 from storage.database import Database
 from weights.registry import builtin_entries
 from weights.store import ModelStore
@@ -121,12 +121,12 @@ def test_the_quota_counts_only_what_must_be_drawn(tmp_path: Path) -> None:
         journal_db = await Database.open(tmp_path / "bot.db")
         journal = Journal(journal_db)
         limits = Limits(journal, Access(), per_minute=0, per_day=3)
-        await journal.create_job("photo", 1, 1, 1, "{}")
+        await journal.create_job(NewJob("photo", 1, 1, 1, "{}"))
         await journal.finish_job("photo", "done", drawn=1)
         allowed, refusal = await limits.allowance(1, 5, drawing=5)
         assert allowed == 2 and refusal is not None and refusal.code == "quota_reached"
         assert await limits.allowance(1, 5, drawing=2) == (5, None)  # "All styles" with three already drawn
-        await journal.create_job("styles", 1, 1, 2, "{}")
+        await journal.create_job(NewJob("styles", 1, 1, 2, "{}"))
         await journal.finish_job("styles", "done", drawn=2)
         assert (await limits.allowance(1, 5, drawing=1))[0] == 0  # the quota is spent
         assert await limits.allowance(1, 5, drawing=0) == (5, None)  # all from the cache: free

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from storage.database import Database
-from storage.journal import Journal
+from storage.journal import Journal, NewJob
 
 
 def stored(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -88,7 +88,7 @@ def test_a_store_called_inside_a_transaction_joins_it(tmp_path: Path) -> None:
         journal = Journal(db)
         with pytest.raises(RuntimeError):
             async with db.transaction():
-                assert await journal.create_job("job1", 5, 5, 2, "{}", album=("album1", [10, 11]))
+                assert await journal.create_job(NewJob("job1", 5, 5, 2, "{}"), album=("album1", [10, 11]))
                 assert await journal.job_state("job1") == "queued"  # a read inside sees the write
                 raise RuntimeError("the caller's next step failed")
         assert await journal.job_state("job1") is None

@@ -24,7 +24,7 @@ import pytest
 
 from storage.counters import Counters
 from storage.database import Database, Unwritable
-from storage.journal import Journal
+from storage.journal import Journal, NewJob
 
 MAX_TURNS = 200  # far past the last await of any operation here: the loop ends once one finishes uncancelled
 
@@ -171,7 +171,7 @@ def test_a_joined_transaction_cancelled_anywhere_is_kept_or_dropped_whole(tmp_pa
         journal = Journal(db)
         async with db.transaction() as tx:
             await tx.execute("INSERT INTO stats (name, value) VALUES (?, 1)", (f"job {run}",))
-            await journal.create_job(f"job{run}", 5, 5, 1, "{}", album=("album", [run]))
+            await journal.create_job(NewJob(f"job{run}", 5, 5, 1, "{}"), album=("album", [run]))
 
     async def check(db: Database, run: int) -> None:
         stat = await rows_named(db, f"job {run}")

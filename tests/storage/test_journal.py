@@ -10,7 +10,7 @@ from pathlib import Path
 from bot.flow.access import Access, Limits
 from bot.flow.requests import Request, Source, StoredRequestError, request_from_json, request_to_json
 from inference.pipeline import ConvertSettings
-from storage.journal import Journal
+from storage.journal import Journal, NewJob
 from storage.schema import STEPS
 from storage.database import Database
 
@@ -46,9 +46,9 @@ def test_open_jobs_count_attempts_and_answered_ones_never_come_back(tmp_path: Pa
     async def go() -> None:
         j_db = await Database.open(tmp_path / "bot.db")
         j = Journal(j_db)
-        assert await j.create_job("a", 1, 1, 1, "{}")
-        assert not await j.create_job("a", 1, 1, 1, "{}")  # a replayed update
-        assert await j.create_job("b", 1, 1, 2, "{}")
+        assert await j.create_job(NewJob("a", 1, 1, 1, "{}"))
+        assert not await j.create_job(NewJob("a", 1, 1, 1, "{}"))  # a replayed update
+        assert await j.create_job(NewJob("b", 1, 1, 2, "{}"))
         await j.finish_job("b", "done")
         rows = await j.open_jobs()
         assert [(r.job_id, r.attempts) for r in rows] == [("a", 1)]
@@ -73,15 +73,15 @@ def test_rate_limit_and_quota_count_from_jobs_and_spare_admins(tmp_path: Path) -
         limits = Limits(j, Access(admins=frozenset({9})), per_minute=3, per_day=5)
         now = time.time()
         assert await limits.allowance(1, 1, now) == (1, None)
-        await j.create_job("1", 1, 1, 3, "{}")  # an album of 3, just now
+        await j.create_job(NewJob("1", 1, 1, 3, "{}"))  # an album of 3, just now
         allowed, refusal = await limits.allowance(1, 1, now)
         assert allowed == 0 and refusal is not None and refusal.code == "rate_limited"
-        await j.create_job("r", 1, 1, 1, "{}", state="refused", outcome="rate_limited")
+        await j.create_job(NewJob("r", 1, 1, 1, "{}", state="refused", outcome="rate_limited"))
         assert (await limits.allowance(1, 1, now))[1].code == "rate_limited"  # refusals don't extend it
         assert await limits.allowance(1, 1, now + 61) == (1, None)
-        await j.create_job("b", 1, 1, 5, "{}", state="failed", outcome="busy")  # the bot's fault, not counted
+        await j.create_job(NewJob("b", 1, 1, 5, "{}", state="failed", outcome="busy"))  # the bot's fault, not counted
         assert await limits.allowance(1, 1, now + 61) == (1, None)
-        await j.create_job("2", 1, 1, 2, "{}")
+        await j.create_job(NewJob("2", 1, 1, 2, "{}"))
         assert (await limits.allowance(1, 1, now))[1].code == "rate_limited"
         allowed, quota = await limits.allowance(1, 1, now + 61)
         assert allowed == 0 and quota is not None and quota.code == "quota_reached"  # 3 + 2 of 5 today
@@ -97,16 +97,16 @@ def test_the_daily_quota_counts_photos_drawn_and_an_album_gets_what_fits(tmp_pat
         j_db = await Database.open(tmp_path / "bot.db")
         j = Journal(j_db)
         limits = Limits(j, Access(), per_minute=0, per_day=5)
-        await j.create_job("hits", 1, 1, 3, "{}")
+        await j.create_job(NewJob("hits", 1, 1, 3, "{}"))
         await j.finish_job("hits", "done", drawn=0)  # three repeats answered from the cache
-        await j.create_job("press", 1, 1, 1, "{}")
+        await j.create_job(NewJob("press", 1, 1, 1, "{}"))
         await j.finish_job("press", "done", drawn=0)  # a Full size press of a cached result
-        await j.create_job("bad", 1, 1, 1, "{}")
+        await j.create_job(NewJob("bad", 1, 1, 1, "{}"))
         await j.finish_job("bad", "failed", "corrupt")
         assert await limits.allowance(1, 5) == (5, None)  # nothing was drawn today
-        await j.create_job("new", 1, 1, 2, "{}")
+        await j.create_job(NewJob("new", 1, 1, 2, "{}"))
         await j.finish_job("new", "done", drawn=2)
-        await j.create_job("open", 1, 1, 1, "{}")  # not answered yet: it may be drawn
+        await j.create_job(NewJob("open", 1, 1, 1, "{}"))  # not answered yet: it may be drawn
         allowed, refusal = await limits.allowance(1, 4)
         assert allowed == 2 and refusal is not None and refusal.code == "quota_reached"
         await j_db.close()
@@ -177,7 +177,7 @@ def test_a_database_of_the_first_schema_is_brought_up_to_date(tmp_path: Path) ->
         j = Journal(j_db)
         assert await j.job_state("old") == "done"
         assert await j.drawn_since(1, 0) == 1  # an old answered job counts as drawn
-        assert await j.create_job("a", 1, 1, 2, "{}", album=("G", [10, 11]))
+        assert await j.create_job(NewJob("a", 1, 1, 2, "{}"), album=("G", [10, 11]))
         assert await j.album_parts(1, "G") == {10: "a", 11: "a"}
         await j_db.close()
         again_db = await Database.open(tmp_path / "bot.db")  # opening a current file changes nothing

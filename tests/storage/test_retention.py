@@ -21,7 +21,7 @@ from storage.database import Database
 from storage import retention
 from storage.erasure import Erased, Erasure, Erasures
 from storage.files import remove
-from storage.journal import Journal
+from storage.journal import Journal, NewJob
 from storage.retention import STRAY_FILE_S, Swept, sweep
 from storage.stores import Stores
 
@@ -43,7 +43,7 @@ async def keep_photo(db: Database, stores: Stores, journal: Journal, n: int, use
                      " VALUES (?, ?, ?, 'hayao', '{}', ?)", (f"button{n:06d}", user_id, sha, time.time()))
     await journal.add_updates([(n, '{"update_id": %d, "message": {"caption": "private words %d"}}' % (n, n))])
     await journal.update_handled(n)
-    await journal.create_job(str(n), user_id, user_id, 1, '{"sources": [{"file_id": "FILE%d"}]}' % n)
+    await journal.create_job(NewJob(str(n), user_id, user_id, 1, '{"sources": [{"file_id": "FILE%d"}]}' % n))
     await journal.finish_job(str(n), "done", drawn=1)
     return sha, stored.path
 
