@@ -162,6 +162,7 @@ def with_manifest(source: Path, dest: Path, **changes: object) -> Path:
     return dest
 
 
+@pytest.mark.slow  # a dozen runs of the real command: out of the quick loop
 def test_a_cut_short_damaged_or_newer_backup_is_refused_and_the_target_left_as_it_was(backup: Path, tmp_path: Path
                                                                                         ) -> None:
     whole = backup.read_bytes()
