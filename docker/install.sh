@@ -2,7 +2,10 @@
 # The image's install step: a virtualenv at $1 with CPU-only torch and animebot.
 #
 # TORCH_INDEX is where the CPU build of torch comes from. PyPI's torch for
-# Linux is the CUDA build (several GB); the image sets the PyTorch CPU index.
+# Linux is the CUDA build (several GB), on arm64 as on amd64 (torch 2.13.0's
+# aarch64 wheel holds libtorch_cuda and requires CUDA 13's packages); the image
+# sets the PyTorch CPU index, which pip asks for the machine's own architecture,
+# so this step is the same for linux/amd64 and linux/arm64.
 # Empty: take torch from pip's usual sources.
 set -eu
 venv="$1"
