@@ -243,8 +243,18 @@ _RESULT_NOTES = """
 ALTER TABLE results ADD COLUMN notes TEXT NOT NULL DEFAULT '';
 """
 
+_BLOCKED = """
+-- The users an admin blocked (/block, storage/blocked.py): refused everything until /unblock, which deletes
+-- the row. /forget keeps it: it is the operator's decision, not the user's data (docs/privacy.md).
+CREATE TABLE blocked (
+    user_id INTEGER PRIMARY KEY,
+    blocked_by INTEGER NOT NULL,  -- the admin who blocked them
+    blocked_at REAL NOT NULL
+);
+"""
+
 STEPS: tuple[str, ...] = (_BASE, _BUTTONS_AND_ALBUMS, _FACES_AND_LAST_PHOTOS, _SPOILERS_AND_STILLS, _MEDIA_FILE_IDS,
-                          _PRIVACY, _STICKERS, _UPLOADERS, _MEDIA_KINDS, _RESULT_NOTES)
+                          _PRIVACY, _STICKERS, _UPLOADERS, _MEDIA_KINDS, _RESULT_NOTES, _BLOCKED)
 
 
 def pending_steps(version: int) -> Iterator[tuple[int, list[str]]]:
