@@ -1,4 +1,4 @@
-"""Commands and the other updates that get a direct reply: the allowlist gate, /start, /help,
+"""Commands and the other updates that get a direct reply: the gate (blocked users, the allowlist), /start, /help,
 /style, /lang, /settings, /stats, hints, and the error handler.
 
 Handlers stay small on purpose. Photos are bot/chat/photos.py's, button presses
@@ -6,10 +6,11 @@ bot/chat/presses.py's; deciding *whether* to draw happens there, *how* is bot.fl
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
-from telegram import Update
+from telegram import InlineQueryResultsButton, Update
 from telegram.error import Forbidden, TelegramError
 from telegram.ext import ApplicationHandlerStop
 
@@ -29,24 +30,30 @@ log = logging.getLogger("animebot.handlers")
 # --- access ---------------------------------------------------------------------
 
 async def gate(update: Update, context: Context) -> None:
-    """Runs before every other handler: in allowlist mode, refuse everyone else politely.
+    """Runs before every other handler: refuse a blocked user, and in allowlist mode everyone else, politely
+    (bot/flow/access.py decides).
 
     Only updates addressed to the bot get the refusal (a private message,
-    ``/anime`` in a group, a button); a group's other photos are ignored.
+    ``/anime`` in a group, a button, an inline query); a group's other photos are ignored.
     """
     rights = context.bot_data.get(Rights)
     user, chat = update.effective_user, update.effective_chat
-    if rights.access.allows(user.id if user else None, chat.id if chat else None):
+    why = rights.access.refusal(user.id if user else None, chat.id if chat else None)
+    if why is None:
         return
-    log.info("update %s: user %s in chat %s is not on the allowlist", update.update_id,
-             user.id if user else "-", chat.id if chat else "-")
+    log.info("update %s: user %s in chat %s refused (%s)", update.update_id,
+             user.id if user else "-", chat.id if chat else "-", why)
     lang = await rights.choices.lang(user)
     if update.callback_query:
-        await answer_quietly(update.callback_query, t(lang, "not_allowed"), alert=True)
+        await answer_quietly(update.callback_query, t(lang, why), alert=True)
+    elif update.inline_query:  # an empty list, with the sentence on its button
+        with contextlib.suppress(TelegramError):
+            await update.inline_query.answer([], cache_time=10, is_personal=True,
+                                             button=InlineQueryResultsButton(t(lang, why), start_parameter="inline"))
     elif (message := update.effective_message) is not None:
         asked = anime_command(message.text or message.caption, context.bot.username)[0]
         if message.chat.type == "private" or asked:
-            await message.reply_text(t(lang, "not_allowed"), do_quote=True)
+            await message.reply_text(t(lang, why), do_quote=True)
     raise ApplicationHandlerStop
 
 

@@ -18,6 +18,7 @@ from telegram.ext import ExtBot
 from bot.chat.repeats import Presses
 from bot.drawing.pool import Pool
 from bot.flow.access import Access
+from bot.flow.blocking import Blocking
 from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
 from bot.styles import Styles
@@ -120,6 +121,14 @@ class Stats:
     journal: Journal  # the jobs of the last hour and day
     pool: Pool  # the queue and the workers now
     counters: Counters  # cache hits and drawings
+
+
+@dataclass(frozen=True)
+class Admin:
+    """/block, /unblock and /blocked, for admins (bot/chat/admin.py)."""
+
+    access: Access
+    blocking: Blocking  # bot/flow/blocking.py
 
 
 @dataclass(frozen=True)

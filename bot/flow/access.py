@@ -1,4 +1,10 @@
-"""Who may use the bot, and how much: admins, the allowlist, a rate limit and a daily quota.
+"""Who may use the bot, and how much: admins, the allowlist, blocked users, a rate limit and a daily quota.
+
+:meth:`Access.refusal` is the one place it is decided whether someone may use the bot at all: the chat's
+gate asks it of every update (bot/chat/commands.py), the Mini App of every call (bot/webapp/api.py), and
+admission of every request (bot/flow/admission.py: an album gathered, or a press made, before its user was
+blocked), whichever way it came in. A blocked user (/block, storage/blocked.py) is refused everything;
+an admin is never blocked.
 
 The limits are counted from the journal's job rows, so they survive a
 restart and need no table of their own. The rate limit counts what a user
@@ -14,6 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from storage.blocked import Blocked
 from storage.journal import Journal
 
 COUNTED_PER_MINUTE = ("queued", "running", "done", "failed")
@@ -21,18 +28,31 @@ COUNTED_PER_MINUTE = ("queued", "running", "done", "failed")
 
 @dataclass(frozen=True)
 class Access:
-    """``allowlist`` holds user ids and group chat ids; empty means everyone may use the bot."""
+    """``allowlist`` holds user ids and group chat ids; empty means everyone may use the bot. ``blocked``: the
+    users an admin blocked (None: nobody is, as in tests and the bench)."""
 
     admins: frozenset[int] = frozenset()
     allowlist: frozenset[int] = frozenset()
+    blocked: Blocked | None = None
 
     def is_admin(self, user_id: int | None) -> bool:
         return user_id is not None and user_id in self.admins
 
-    def allows(self, user_id: int | None, chat_id: int | None) -> bool:
+    def is_blocked(self, user_id: int | None) -> bool:
+        return (user_id is not None and self.blocked is not None and not self.is_admin(user_id)
+                and self.blocked.is_blocked(user_id))
+
+    def refusal(self, user_id: int | None, chat_id: int | None) -> str | None:
+        """Why this user, in this chat, may not use the bot (the key of the sentence that says so), or None."""
+        if self.is_blocked(user_id):
+            return "blocked"
         if not self.allowlist or self.is_admin(user_id):
-            return True
-        return (user_id is not None and user_id in self.allowlist) or (chat_id is not None and chat_id in self.allowlist)
+            return None
+        listed = (user_id is not None and user_id in self.allowlist) or (chat_id is not None and chat_id in self.allowlist)
+        return None if listed else "not_allowed"
+
+    def allows(self, user_id: int | None, chat_id: int | None) -> bool:
+        return self.refusal(user_id, chat_id) is None
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,9 @@ class Admission:
         if req.user_id in self.forgetting:  # not written down: it would name them again
             log.info("job %s: refused while its user is being forgotten", req.job_id)
             return Refusal("forgetting", {})
+        if self.access.is_blocked(req.user_id):  # asked before the block (an album gathered); nothing written
+            log.info("job %s: refused: user %s is blocked", req.job_id, req.user_id)
+            return Refusal("blocked", {})
         kind = plan(req)
         n = kind.units(req)
         parts = [s.message_id for s in req.sources if s.message_id is not None]

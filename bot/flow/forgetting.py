@@ -52,7 +52,7 @@ class Forgetting:
         async with self.runner.admission.turn(uid):  # no request of theirs is halfway through the limits
             jobs.forgetting.add(uid)
         try:
-            stopped = await jobs.stop_all_of(uid)
+            stopped = len(await jobs.stop_all_of(uid))
             asked, drawn = await self.limits.used(uid) if self.limits is not None else (0, 0)
             erased = await self.erasures.erase(erasure, await self.runner.journal.who(uid), asked, drawn)
         finally:

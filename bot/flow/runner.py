@@ -133,6 +133,10 @@ class JobRunner:
         if await self.journal.job_state(req.job_id) is None or req.user_id in self.jobs.forgetting:
             log.info("job %s: not answered; its user asked to be forgotten", req.job_id)
             return
+        if self.admission.access.is_blocked(req.user_id):  # resumed, or taken on, as its user was being blocked
+            log.info("job %s: not answered; user %s is blocked", req.job_id, req.user_id)
+            await self.journal.finish_job(req.job_id, "refused", "blocked")
+            return
         started = time.monotonic()
         lite = self.settings.fast_styles.get(req.style)
         if lite and plan(req).lite and self.ways[req.answer].takes_lite and \

@@ -22,7 +22,7 @@ class RunningJob:
     user_id: int
     tickets: list[Ticket] = field(default_factory=list)
     cancelled: bool = False  # its user pressed Cancel
-    forgotten: bool = False  # stopped by its user's /forget: counted as cancelled, never answered
+    forgotten: bool = False  # stopped by its user's /forget or /block: counted as cancelled, never answered
 
     def waiting(self) -> bool:
         """Whether a photo of it is still queued, not yet on a worker."""
@@ -52,16 +52,15 @@ class RunningJobs:
     def all(self) -> list[RunningJob]:
         return list(self._jobs.values())
 
-    async def stop_all_of(self, user_id: int) -> int:
-        """/forget: stop every job of ``user_id`` where it is (waiting, downloading, drawing) and wait
-        until each has ended; return how many there were. Their photos leave the pool with them."""
-        jobs = [job for job in self._jobs.values() if job.user_id == user_id]
-        for job in jobs:
+    async def stop_all_of(self, user_id: int) -> list[str]:
+        """/forget and /block: stop every job of ``user_id`` where it is (waiting, downloading, drawing) and
+        wait until each has ended; return their ids. Their photos leave the pool with them."""
+        jobs = {job_id: job for job_id, job in self._jobs.items() if job.user_id == user_id}
+        for job in jobs.values():
             job.forgotten = True
             job.task.cancel()
-        tasks = [job.task for job in jobs]
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return len(tasks)
+        await asyncio.gather(*(job.task for job in jobs.values()), return_exceptions=True)
+        return list(jobs)
 
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button: stop a job's drawing (queued, or a clip on a local worker). Returns what to

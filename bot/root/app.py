@@ -25,10 +25,10 @@ from telegram.ext import (
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from storage.errors import AnimebotError
-from bot.chat import commands, inline, keyboards, photos, presses, privacy
+from bot.chat import admin, commands, inline, keyboards, photos, presses, privacy
 from bot.service.config import Config, ConfigError
 from bot.chat.context import CONTEXT_TYPES, on_message, on_press
-from bot.chat.needs import Choices, Drawings, Privacy, Redrawings, Rights, Stats
+from bot.chat.needs import Admin, Choices, Drawings, Privacy, Redrawings, Rights, Stats
 from bot.root.life import run_service
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
@@ -43,7 +43,9 @@ COMMANDS = {"start": on_message(commands.start), "stats": on_message(commands.st
             "style": on_message(commands.style_command, Drawings), "lang": on_message(commands.lang_command),
             "settings": on_message(commands.settings_command, Rights),
             "privacy": on_message(privacy.privacy_command, Privacy),
-            "forget": on_message(privacy.forget_command, Privacy)}
+            "forget": on_message(privacy.forget_command, Privacy),
+            "block": on_message(admin.block_command, Admin), "unblock": on_message(admin.unblock_command, Admin),
+            "blocked": on_message(admin.blocked_command, Admin)}
 # The buttons, by the pattern of their callback data (bot/chat/keyboards.py); a press no pattern matches is
 # told the button is not ours (presses.unknown_button, registered last).
 PRESSES = [(keyboards.REDRAW, on_press(presses.redraw_button, Redrawings)),
@@ -104,7 +106,7 @@ def route(app: Application) -> None:
     once, here; the gate and the inline query take their groups from bot_data themselves."""
     private, groups = filters.ChatType.PRIVATE, filters.ChatType.GROUPS
     images = filters.PHOTO | filters.Document.ALL | filters.ANIMATION | filters.VIDEO | filters.VIDEO_NOTE
-    app.add_handler(TypeHandler(Update, commands.gate), group=-1)  # the allowlist, before everything
+    app.add_handler(TypeHandler(Update, commands.gate), group=-1)  # blocks and the allowlist, before everything
     for name, command in COMMANDS.items():
         app.add_handler(CommandHandler(name, command))
     # /anime by its text, not only as a bot_command entity, with our own @name check

@@ -18,7 +18,7 @@ from telegram.ext import Application
 
 from bot.flow.access import Access, Limits
 from bot.updates.albums import AlbumCollector
-from bot.chat.needs import Choices, Drawings, Gallery, Privacy, Redrawings, Rights, Stats
+from bot.chat.needs import Admin, Choices, Drawings, Gallery, Privacy, Redrawings, Rights, Stats
 from bot.chat.repeats import Presses
 from bot.words.catalogue import t
 from bot.root.profile import publish_profile
@@ -27,6 +27,7 @@ from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
 from bot.flow.answering import Way
 from bot.flow.equipment import Equipment
+from bot.flow.blocking import Blocking
 from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
 from bot.chat.photos import on_album
@@ -74,12 +75,13 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     try:
         stores = Stores.on(db, cfg.home / "results", cfg.cache_bytes)
         journal = Journal(db)
+        await stores.blocked.load()  # before any update: who is refused (bot/flow/access.py)
         pool = _pool(cfg, styles, await journal.secret())
         await pool.start()
     except BaseException:
         await db.close()
         raise
-    access = Access(cfg.admins, cfg.allowlist)
+    access = Access(cfg.admins, cfg.allowlist, stores.blocked)
     limits = Limits(journal, access, cfg.rate_per_minute, cfg.daily_quota)
     buttons = ResultButtons(db, ConvertSettings)
     settings = FlowSettings(cfg.per_user_limit, limits, dict(cfg.fast_styles), cfg.fast_queue,
@@ -119,7 +121,8 @@ def _chat_needs(st: BotState, cfg: Config) -> tuple[object, ...]:
     return (choices, drawings, Rights(choices, st.access), Gallery(choices, st.stores.holdings),
             Redrawings(st.runner, choices, st.buttons, st.stores.uploads, st.stores.holdings, Presses(), st.hd),
             Privacy(st.access, st.forgetting, cfg.keep_days, bool(cfg.broker_url)),
-            Stats(st.access, st.journal, st.pool, st.stores.counters))
+            Stats(st.access, st.journal, st.pool, st.stores.counters),
+            Admin(st.access, Blocking(st.runner, st.access, st.stores.blocked)))
 
 
 async def close_state(st: BotState) -> None:

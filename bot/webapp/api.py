@@ -111,15 +111,15 @@ class WebApp:
     # --- who asks -------------------------------------------------------------------
 
     async def _caller(self, request: web.Request) -> tuple[WebAppUser, str]:
-        """The signed user and their language; 401 (no detail), 403 off the allowlist, 429 past the rate."""
+        """The signed user and their language; 401 (no detail), 403 blocked or off the allowlist, 429 past the rate."""
         try:
             user = from_header(request.headers.get("Authorization"), self.token, time.time())
         except Unauthorized as exc:
             log.info("webapp: refused a call to %s: %s", request.path, exc)
             raise web.HTTPUnauthorized(text="unauthorized") from None
         lang = pick_lang((await self.st.stores.users.prefs(user.id)).lang, user.language_code)
-        if not self.st.access.allows(user.id, user.id):
-            raise _error(web.HTTPForbidden, t(lang, "not_allowed"))
+        if (why := self.st.access.refusal(user.id, user.id)) is not None:  # blocked, or off the allowlist
+            raise _error(web.HTTPForbidden, t(lang, why))
         if wait := self.calls.admit(user.id, time.monotonic()):
             raise _error(web.HTTPTooManyRequests, t(lang, "webapp_too_many"), {"Retry-After": str(int(wait) + 1)})
         if request.can_read_body and (size := request.content_length or 0) > MAX_BODY:
