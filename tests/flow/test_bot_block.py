@@ -1,0 +1,98 @@
+"""/block, /unblock and /blocked through the real bot, on the fake Bot API: a blocked user's photo, press,
+inline query and Mini App call each get one sentence and nothing is drawn; the block outlives a restart;
+a non-admin's /block is an unknown command and touches no one."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from testkit.bot_harness import private_chat
+from testkit.bot_in_process import bot_in_process
+from testkit.fake_telegram import FakeTelegram
+from testkit.journal import journal_rows
+from testkit.pictures import synthetic_photo
+from testkit.redis_server import free_port
+from testkit.replies import final_answer
+from testkit.webapp import URL, App, drawn_photo
+from weights.store import ModelStore
+
+ADMIN, USER, OTHER = 9101, 9102, 9103
+BLOCKED = "Sorry, you can't use this bot."
+UNKNOWN = "I don't know that command. /help lists what I can do."
+
+
+def said(fake: FakeTelegram, uid: int, text: str) -> str:
+    """What the bot answers ``text`` in ``uid``'s private chat: one sentence."""
+    chat, user = private_chat(uid)
+    before = len(fake.messages_to(uid))
+    fake.text_message(chat, user, text)
+    return str(fake.wait_for(lambda: fake.messages_to(uid)[before:], 60)[0].params["text"])
+
+
+def jobs_of(home: Path, uid: int) -> int:
+    return len(journal_rows(home, f"SELECT job_id FROM jobs WHERE user_id = {uid}"))
+
+
+def serve(fake: FakeTelegram, home: Path, models: Path, port: int) -> Any:
+    return bot_in_process(fake, home, models, ANIMEBOT_STYLE="tiny", ANIMEBOT_BACKEND="onnxruntime",
+                          ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN),
+                          ANIMEBOT_METRICS_PORT=str(port), ANIMEBOT_WEBAPP_URL=URL)
+
+
+def test_an_admin_blocks_and_unblocks_and_the_block_outlives_a_restart(tiny_store: ModelStore,
+                                                                      tmp_path: Path) -> None:
+    home = tmp_path / "bot"
+    chat, user = private_chat(USER)
+    with FakeTelegram() as fake:
+        port = free_port()
+        with serve(fake, home, tiny_store.home, port) as bot:
+            app = App(bot, fake, port)
+            _, result = drawn_photo(app, USER, seed=1)  # a result with buttons, and one the Mini App lists
+            rid = app.results(USER)[0]["id"]
+
+            # A non-admin's /block is an unknown command, and touches no one.
+            assert said(fake, OTHER, f"/block {USER}") == UNKNOWN
+            assert said(fake, OTHER, "/blocked") == UNKNOWN
+            assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=2))) == "photo"
+
+            assert said(fake, ADMIN, "/block") == "Send /block USER_ID (digits)."
+            assert said(fake, ADMIN, "/unblock someone") == "Send /unblock USER_ID (digits)."
+            assert said(fake, ADMIN, f"/block {ADMIN}") == \
+                f"User {ADMIN} is an admin of this bot, and admins can't be blocked."
+            assert said(fake, ADMIN, "/blocked") == "Nobody is blocked."
+            assert said(fake, ADMIN, f"/block {USER}") == \
+                f"Blocked user {USER}: they can't use this bot until you send /unblock {USER}."
+
+            # The blocked user: one sentence for each, nothing downloaded, queued or drawn.
+            files, photos, jobs = len(fake.calls_to("getFile")), len(fake.calls_to("sendPhoto", USER)), jobs_of(home, USER)
+            refused = fake.photo_message(chat, user, synthetic_photo(seed=3))
+            assert final_answer(fake, refused) == BLOCKED
+            presses = [b["callback_data"] for row in result.params["reply_markup"]["inline_keyboard"] for b in row
+                       if "callback_data" in b]  # (the Mini App's button opens a page)
+            fake.press(user, result.result, presses[0])
+            pressed = fake.wait_for(lambda: [c for c in fake.calls_to("answerCallbackQuery")
+                                             if c.params.get("text") == BLOCKED], 60)
+            assert len(pressed) == 1
+            fake.inline_query(user)
+            inline = fake.wait_for(lambda: fake.calls_to("answerInlineQuery"), 60)
+            assert BLOCKED in str(inline[-1].params.get("button"))
+            for answer in (app.get("/app/api/results", USER), app.post("/app/api/draw", USER, {
+                    "id": rid, "style": "tiny", "strength": 50, "keep_colours": False})):
+                assert answer.status == 403 and answer.json() == {"error": BLOCKED}
+            assert (len(fake.calls_to("getFile")), len(fake.calls_to("sendPhoto", USER)), jobs_of(home, USER)) == \
+                (files, photos, jobs)
+            assert len(fake.replies_to(refused)) == 1
+
+            listed = said(fake, ADMIN, "/blocked")
+            assert listed.startswith("Blocked users:\n• ") and f"User {USER}, blocked by {ADMIN} on " in listed
+
+        # The block is in the database: a restarted bot refuses them too, until /unblock.
+        port = free_port()
+        with serve(fake, home, tiny_store.home, port) as bot:
+            assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=4))) == BLOCKED
+            assert f"User {USER}, blocked by {ADMIN}" in said(fake, ADMIN, "/blocked")
+            assert said(fake, ADMIN, f"/unblock {USER}") == f"Unblocked user {USER}: they can use this bot again."
+            assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=5))) == "photo"
+            assert App(bot, fake, port).get("/app/api/results", USER).status == 200
+            assert said(fake, ADMIN, f"/unblock {USER}") == f"User {USER} was not blocked."
+            assert said(fake, ADMIN, "/blocked") == "Nobody is blocked."
