@@ -8,6 +8,10 @@ button presses) and wait for the bot's calls.
 
 Point a bot at it with ``base_url=fake.base_url`` and
 ``base_file_url=fake.file_url`` (python-telegram-bot appends the token).
+
+Given a folder, it answers as Telegram's ``telegram-bot-api`` server run with ``--local`` does:
+getFile puts the file on that disk, under the bot's token, and gives its absolute path (no file
+is served over HTTP), and files of up to 2000 MB go both ways instead of 20 MB down and 50 MB up.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import av
@@ -34,6 +39,8 @@ TOKEN = "123456789:AAE-fake-Secret_token-for-tests"
 BOT_USER = {"id": 123456789, "is_bot": True, "first_name": "Anime", "username": "AnimeTestBot",
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
+UPLOAD_LIMIT = 50 * 1024 * 1024
+LOCAL_LIMIT = 2000 * 1024 * 1024  # both ways, for a server run with --local
 JSON_FIELDS = {"reply_markup", "reply_parameters", "media", "commands", "scope", "allowed_updates", "entities",
                "results", "button", "menu_button"}
 STICKER_SIDE = 512  # a static sticker: one side exactly this, the other at most
@@ -93,9 +100,16 @@ class StoredFile:
 class FakeTelegram:
     """The server. Use as a context manager, or ``start()`` and ``stop()``."""
 
-    def __init__(self, missing: tuple[str, ...] = (), host: str = "127.0.0.1") -> None:
+    def __init__(self, missing: tuple[str, ...] = (), host: str = "127.0.0.1", local_dir: Path | None = None) -> None:
         """``host``: the address to listen on; another than loopback only for containers on an internal
-        Docker network, which reach this machine at the network's gateway (tests/deploy/test_docker.py)."""
+        Docker network, which reach this machine at the network's gateway (tests/deploy/test_docker.py).
+        ``local_dir``: be a server in local mode, keeping the files it hands out in this folder."""
+        self.local_dir = local_dir
+        # A server in local mode whose data folder the bot does not have (not mounted in the bot's container,
+        # or mounted at another path): getFile gives a path the bot cannot read.
+        self.unshared = False
+        self.download_limit, self.upload_limit = (LOCAL_LIMIT, LOCAL_LIMIT) if local_dir else (DOWNLOAD_LIMIT,
+                                                                                                UPLOAD_LIMIT)
         self.missing = set(missing)  # methods to answer 404, as a minimal Bot API would
         self.faults: dict[str, list[Fault]] = {}  # method (or "download") -> what its next calls suffer
         self.blocked: set[int] = set()  # users who blocked the bot: sending to them is Forbidden
@@ -576,9 +590,21 @@ class FakeTelegram:
         f = self.files.get(str(params.get("file_id")))
         if f is None:
             raise ApiError(400, "Bad Request: invalid file_id")
-        if len(f.data) > DOWNLOAD_LIMIT:
+        if len(f.data) > self.download_limit:
             raise ApiError(400, "Bad Request: file is too big")
-        return {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(f.data), "file_path": f.path}
+        path = self._on_disk(f) if self.local_dir is not None else f.path
+        return {"file_id": f.file_id, "file_unique_id": f.unique_id, "file_size": len(f.data), "file_path": path}
+
+    def _on_disk(self, f: StoredFile) -> str:
+        """Where a server in local mode keeps a file it was asked for, under the bot's token, as an absolute
+        path; an unshared one's is on a disk of its own."""
+        if self.unshared:
+            return f"/var/lib/telegram-bot-api/{TOKEN}/{f.path}"
+        assert self.local_dir is not None
+        local = self.local_dir / TOKEN / f.path
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(f.data)
+        return str(local.resolve())
 
     def _m_sendMessage(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         return self._bot_message(params, text=params["text"])
@@ -674,7 +700,7 @@ class FakeTelegram:
             def do_GET(self) -> None:  # file downloads
                 prefix = f"/file/bot{TOKEN}/"
                 path = urllib.parse.unquote(self.path)
-                if not path.startswith(prefix):
+                if not path.startswith(prefix) or fake.local_dir is not None:
                     return self._reply(404, b"not found", "text/plain")
                 wanted = path[len(prefix):]
                 f = next((f for f in list(fake.files.values()) if f.path == wanted), None)
@@ -687,7 +713,10 @@ class FakeTelegram:
                 self._reply(200, f.data, "application/octet-stream")
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                size = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(size)
+                if size > fake.upload_limit:  # what the server takes in one request, files and all
+                    return self._reply(413, b'{"ok":false,"error_code":413,"description":"Request Entity Too Large"}')
                 prefix = "/bot"
                 if not self.path.startswith(prefix) or "/" not in self.path[len(prefix):]:
                     return self._reply(404, b'{"ok":false,"error_code":404,"description":"Not Found"}')

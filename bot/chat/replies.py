@@ -48,8 +48,8 @@ NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most 
 # share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
 # town_1280x854's a twelfth (the scene around it washes out).
 SELFIE_NOTE_SHARE = 0.12
-# What Telegram takes from a bot: any file up to 50 MB; a photo up to 10 MB, its width and height adding up to 10000.
-UPLOAD_LIMIT = 50 * 1024 * 1024
+# What Telegram takes from a bot as a photo: up to 10 MB, its width and height adding up to 10000 (files:
+# Offers.upload_limit).
 PHOTO_LIMIT = 10 * 1024 * 1024
 PHOTO_SIDES = 10_000
 
@@ -70,6 +70,8 @@ class Offers:
     clip_s: float = 10.0  # the longest clip drawn, for the note under one cut short
     webapp_url: str | None = None  # the Mini App's address: a button under each photo result opens it
     hd: bool = False  # HD is on and installed: a button under each photo result asks for it
+    # The biggest file the Bot API takes from the bot: Telegram's 50 MB, or a local Bot API server's 2000 MB.
+    upload_limit: int = 50 << 20
 
 
 class Replies:
@@ -280,7 +282,7 @@ class Replies:
         """A big drawing (HD): as a photo too where it fits Telegram's photo limits, then the file; over
         what a bot may upload at all, one sentence instead (Full size still sends the drawing itself)."""
         size = d.result.path.stat().st_size
-        if size > UPLOAD_LIMIT:
+        if size > self.offers.upload_limit:
             await self.say(req, t(req.lang, "hd_too_big"))
             return []
         sent = []

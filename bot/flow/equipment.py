@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from telegram import Bot
 
 from bot.drawing.pool import Pool
+from bot.flow.fetching import Downloads
 from bot.styles import Styles
 from storage.journal import Journal
 from storage.stores import Stores
@@ -24,3 +25,4 @@ class Equipment:
     stores: Stores  # results, holdings, uploads, users' settings, counters (storage/stores.py)
     journal: Journal  # updates and jobs (storage/journal.py)
     styles: Styles  # the installed styles, and the version of each one's results
+    downloads: Downloads  # users' files, from Telegram, within the operator's size limit

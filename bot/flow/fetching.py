@@ -2,17 +2,19 @@
 
 Only the bytes say what a file is: a GIF or a video sent as a file is a clip, a one-frame GIF a photo,
 whatever the message called it; and a clip whose length the message did not give has it read from its
-header. Downloads keep to the Bot API's 20 MB and go through network trouble (bot/flow/retry.py);
-what cannot be fetched is a :class:`~bot.flow.requests.Failed`. The Mini App fetches a photo again
-with :func:`download` too (bot/webapp/photos.py).
+header. Downloads keep to the operator's limit and the Bot API's, and go through network trouble
+(bot/flow/retry.py); what cannot be fetched is a :class:`~bot.flow.requests.Failed`. The Mini App fetches
+a photo again through :class:`Downloads` too (bot/webapp/photos.py).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import replace
+from pathlib import Path
 
-from telegram import Bot
+from telegram import Bot, File
 from telegram.error import BadRequest, NetworkError
 
 from bot.flow.errand import Fetched
@@ -25,14 +27,68 @@ from storage.errors import AnimebotError
 
 log = logging.getLogger("animebot.jobs")
 
-DOWNLOAD_LIMIT = 20 * 1024 * 1024  # the Bot API's getFile limit
+
+class Downloads:
+    """Telegram's files, fetched through the Bot API the bot talks to, up to ``limit`` bytes (the operator's
+    ANIMEBOT_MAX_FILE_MB, within the Bot API's own 20 MB unless it is a server of the operator's own run with
+    --local). A local server's getFile gives a path on a disk this bot shares, which is read in a thread."""
+
+    def __init__(self, bot: Bot, limit: int) -> None:
+        self.bot = bot
+        self.limit = limit
+
+    async def fetch(self, file_id: str, what: str, size: int | None = None) -> bytes:
+        """A file's bytes (``size``: what the message said, when it did); network trouble is retried, and
+        what cannot be fetched is a Failed. ``what`` names it in the log."""
+        if size and size > self.limit:
+            raise self._too_big(size)
+        try:
+            file = await retrying(f"{what}: getFile", lambda: self.bot.get_file(file_id))
+            if file.file_size and file.file_size > self.limit:
+                raise self._too_big(file.file_size)
+            data = await self._bytes_of(file, what)
+        except BadRequest as exc:
+            if "too big" in exc.message.lower():
+                raise self._too_big(size or self.limit) from None
+            log.warning("%s: getFile refused: %s", what, exc.message)
+            raise Failed("download_failed") from None
+        except NetworkError as exc:
+            log.warning("%s: download failed: %s", what, exc.message)
+            raise Failed("download_failed") from None
+        if len(data) > self.limit:  # sizes given beforehand are optional: the bytes decide, for every pool
+            raise self._too_big(len(data))
+        return data
+
+    async def _bytes_of(self, file: File, what: str) -> bytes:
+        """The bytes behind a getFile: over HTTP from Telegram, or from the local server's disk."""
+        path = self._on_disk(file.file_path or "")
+        if path is None:
+            return bytes(await retrying(f"{what}: download", file.download_as_bytearray))
+        try:
+            return await asyncio.to_thread(_read_within, path, self.limit)
+        except OSError as exc:
+            # The path holds the bot's token (the server keeps each bot's files under it): never logged.
+            log.warning("%s: the Bot API server's file cannot be read here (%s); its data folder must be "
+                        "mounted in the bot at the same path", what, exc.strerror or type(exc).__name__)
+            raise Failed("download_failed") from None
+
+    def _on_disk(self, file_path: str) -> Path | None:
+        """Where a local server put the file: the absolute path its getFile gave. python-telegram-bot puts
+        its file URL in front of a path it finds no file at, so that is taken off again; never a URL."""
+        if not self.bot.local_mode:
+            return None
+        path = file_path.removeprefix(self.bot.base_file_url + "/")
+        return Path(path) if os.path.isabs(path) else None
+
+    def _too_big(self, size: int) -> Failed:
+        return Failed("file_too_big", size_mb=size / 2**20, limit_mb=self.limit >> 20)
 
 
 class Fetcher:
     """The bytes of a request's photos, from Telegram (the registry's sample photo from the model store)."""
 
-    def __init__(self, bot: Bot, styles: Styles) -> None:
-        self.bot = bot
+    def __init__(self, downloads: Downloads, styles: Styles) -> None:
+        self.downloads = downloads
         self.styles = styles
 
     async def data(self, req: Request, src: Source, fetched: Fetched) -> bytes:
@@ -47,30 +103,13 @@ class Fetcher:
             if self.styles.sample is None:
                 raise Failed("internal")
             return await asyncio.to_thread(self.styles.sample.read_bytes)
-        return await download(self.bot, src.file_id, f"job {req.job_id}", src.file_size)
+        return await self.downloads.fetch(src.file_id, f"job {req.job_id}", src.file_size)
 
 
-async def download(bot: Bot, file_id: str, what: str, size: int | None = None) -> bytes:
-    """A file's bytes from Telegram, within the Bot API's 20 MB (``size``: what the message said, when it
-    did); network trouble is retried, and what cannot be fetched is a Failed. ``what`` names it in the log."""
-    if size and size > DOWNLOAD_LIMIT:
-        raise Failed("file_too_big", size_mb=size / 2**20)
-    try:
-        file = await retrying(f"{what}: getFile", lambda: bot.get_file(file_id))
-        if file.file_size and file.file_size > DOWNLOAD_LIMIT:
-            raise Failed("file_too_big", size_mb=file.file_size / 2**20)
-        data = bytes(await retrying(f"{what}: download", file.download_as_bytearray))
-    except BadRequest as exc:
-        if "too big" in exc.message.lower():
-            raise Failed("file_too_big", size_mb=(size or DOWNLOAD_LIMIT) / 2**20) from None
-        log.warning("%s: getFile refused: %s", what, exc.message)
-        raise Failed("download_failed") from None
-    except NetworkError as exc:
-        log.warning("%s: download failed: %s", what, exc.message)
-        raise Failed("download_failed") from None
-    if len(data) > DOWNLOAD_LIMIT:  # sizes given beforehand are optional: the bytes decide, for every pool
-        raise Failed("file_too_big", size_mb=len(data) / 2**20)
-    return data
+def _read_within(path: Path, limit: int) -> bytes:
+    """A local file's bytes, at most ``limit`` + 1 of them: enough to tell one that grew past the limit."""
+    with path.open("rb") as f:
+        return f.read(limit + 1)
 
 
 def kind_of(src: Source, data: bytes) -> str:

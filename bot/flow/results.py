@@ -42,7 +42,7 @@ class Results:
         self.styles = equipment.styles
         self.admission = admission
         self.telemetry = Telemetry()
-        self.fetcher = Fetcher(equipment.bot, equipment.styles)
+        self.fetcher = Fetcher(equipment.downloads, equipment.styles)
         self.orders = Orders(equipment, clip_limits, self.telemetry)
         self._drawing: dict[str, asyncio.Future[CachedResult]] = {}  # result key -> its drawing, shared
 

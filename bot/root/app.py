@@ -74,6 +74,7 @@ def build_application(cfg: Config) -> tuple[Application, Styles]:
         .token(cfg.token.get_secret_value())
         .base_url(cfg.base_url)
         .base_file_url(cfg.base_file_url)
+        .local_mode(cfg.api_local)  # a Bot API server of the operator's own (docs/operations.md)
         .context_types(CONTEXT_TYPES)
         .updater(None)  # updates come from bot/updates/polling.py or bot/updates/webhook.py
         .rate_limiter(AIORateLimiter(max_retries=3))  # short floods; bot/flow/retry.py waits out longer ones

@@ -113,7 +113,7 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     assert isinstance(desk, AppJobs)  # bot/root/state.py makes the page's desk the runner's onlooker
     needs = PageNeeds(st.runner, st.journal, st.pool, st.stores, st.buttons, st.styles, st.access, st.hd)
     token = cfg.token.get_secret_value()
-    webapp = WebApp(needs, desk, Originals(app.bot, st.stores), token, Links(await st.journal.secret())) \
+    webapp = WebApp(needs, desk, Originals(st.downloads, st.stores), token, Links(await st.journal.secret())) \
         if cfg.webapp_url else None
     try:
         metrics.watch(st.pool, st.db)

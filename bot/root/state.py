@@ -27,6 +27,7 @@ from inference.clip_settings import ClipLimits
 from bot.flow.admission import FlowSettings
 from bot.flow.answering import Way
 from bot.flow.equipment import Equipment
+from bot.flow.fetching import Downloads
 from bot.flow.blocking import Blocking
 from bot.flow.forgetting import Forgetting
 from bot.flow.runner import JobRunner
@@ -66,6 +67,7 @@ class BotState:
     access: Access
     forgetting: Forgetting  # /forget (bot/flow/forgetting.py), finished at start when a stop cut one short
     hd: bool  # HD is on (ANIMEBOT_HD) and its model installed
+    downloads: Downloads  # users' files from Telegram, within ANIMEBOT_MAX_FILE_MB (the Mini App's too)
 
 
 async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
@@ -88,12 +90,14 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
                             ClipLimits(float(cfg.video_max_s), max_side=cfg.video_max_side))
     stickers = Stickers(app.bot, StickerBook(db), journal.secret)
     hd = cfg.hd and styles.upscaler is not None
-    replies = Replies(app.bot, stores, buttons, styles, stickers, Offers(cfg.video_max_s, cfg.webapp_url, hd))
+    replies = Replies(app.bot, stores, buttons, styles, stickers, Offers(cfg.video_max_s, cfg.webapp_url, hd,
+                                                                          cfg.upload_bytes))
     desk = AppJobs(buttons)  # what the Mini App's page is told about the jobs it started
     ways: dict[str, Way] = {"chat": ChatWay(app.bot, replies, journal), "app": PageWay(desk)}  # by Request.answer
-    runner = JobRunner(Equipment(app.bot, pool, stores, journal, styles), ways, desk, settings)
+    downloads = Downloads(app.bot, cfg.download_bytes)
+    runner = JobRunner(Equipment(app.bot, pool, stores, journal, styles, downloads), ways, desk, settings)
     forgetting = Forgetting(app.bot, runner, Erasures(db, stores.results.results_dir), limits)
-    st = BotState(runner, journal, pool, db, stores, buttons, styles, access, forgetting, hd)
+    st = BotState(runner, journal, pool, db, stores, buttons, styles, access, forgetting, hd, downloads)
     app.bot_data.put(*_chat_needs(st, cfg))
     await publish_profile(app.bot)
     await _menu_button(app, cfg.webapp_url)

@@ -27,6 +27,11 @@ from weights.store import data_home
 
 TELEGRAM_API = "https://api.telegram.org/bot"
 TELEGRAM_FILES = "https://api.telegram.org/file/bot"
+# What Telegram's own Bot API lets a bot fetch (getFile) and send; a Bot API server of the operator's own,
+# run with --local, lets it do both up to LOCAL_API_MB.
+CLOUD_DOWNLOAD_MB = 20
+CLOUD_UPLOAD_MB = 50
+LOCAL_API_MB = 2000
 PREFIX = "ANIMEBOT_"
 
 
@@ -113,6 +118,8 @@ def _one_line(model: type[Shared], exc: ValidationError, env: Mapping[str, str])
         return f"{name} must be between {low} and {high}, got {raw}"
     if kind == "literal_error":
         return f"{name} must be one of {error['ctx']['expected'].replace(chr(39), '')}, got {raw!r}"
+    if kind == "bool_parsing":
+        return f"{name} must be true or false, got {raw!r}"
     if kind == "float_parsing":
         return f"{name} must be a number, got {raw!r}"
     return f"{name}: {error['msg']}, got {raw!r}"
@@ -133,6 +140,12 @@ class Config(Kept):
     token: SecretStr = Field(validation_alias=variable("TELEGRAM_BOT_TOKEN"))
     base_url: str = Field(TELEGRAM_API, validation_alias=variable("TELEGRAM_API_BASE_URL"))
     base_file_url: str = Field(TELEGRAM_FILES, validation_alias=variable("TELEGRAM_API_FILE_URL"))
+    # The Bot API server at base_url runs with --local (docs/operations.md, "Your own Bot API server"):
+    # getFile gives a path on a disk this bot shares, and files past Telegram's 20 MB and 50 MB go both ways.
+    api_local: bool = Field(False, validation_alias=variable("TELEGRAM_API_LOCAL"))
+    # The biggest file a user may send, ours and not Telegram's: a 2-core bot decodes a 50 MB PNG in a few
+    # seconds, and a waiting file's bytes are kept in memory. Without a local Bot API, 20 MB still caps it.
+    max_file_mb: int = Field(50, ge=1, le=LOCAL_API_MB)
     # One worker using every core, chosen by measurement (docs/benchmarks.md, "Choosing the worker layout",
     # has the numbers): a lone user waits less than with one single-threaded worker per core, for about as
     # many photos a minute and half the memory. Unset, each worker gets an equal share of the cores.
@@ -180,6 +193,16 @@ class Config(Kept):
     @property
     def cache_bytes(self) -> int:
         return self.cache_mb << 20
+
+    @property
+    def download_bytes(self) -> int:
+        """The biggest file the bot fetches: ours, within what the Bot API it talks to hands out."""
+        return min(self.max_file_mb, LOCAL_API_MB if self.api_local else CLOUD_DOWNLOAD_MB) << 20
+
+    @property
+    def upload_bytes(self) -> int:
+        """The biggest file the Bot API it talks to takes from it."""
+        return (LOCAL_API_MB if self.api_local else CLOUD_UPLOAD_MB) << 20
 
     @field_validator("admins", "allowlist", mode="before")
     @classmethod
@@ -249,10 +272,13 @@ class Config(Kept):
 
     @model_validator(mode="after")
     def _served(self) -> Config:
-        """The one rule across variables: the Mini App needs the bot's HTTP server."""
+        """The rules across variables: the Mini App needs the bot's HTTP server, and local mode a local server."""
         if self.webapp_url and not (self.webhook_url or self.metrics_port):
             raise ConfigError("ANIMEBOT_WEBAPP_URL needs the bot's HTTP server: set ANIMEBOT_METRICS_PORT when "
                               "polling (the page is served there at /app), or run in webhook mode")
+        if self.api_local and self.base_url == TELEGRAM_API:
+            raise ConfigError("TELEGRAM_API_LOCAL=true needs TELEGRAM_API_BASE_URL set to your own Bot API server "
+                              "(telegram-bot-api --local); Telegram's api.telegram.org has no local mode")
         return self
 
 

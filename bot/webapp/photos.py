@@ -14,12 +14,11 @@ import io
 import logging
 
 from PIL import Image
-from telegram import Bot
 from telegram.error import TelegramError
 
 from storage.errors import AnimebotError
 from bot.flow.requests import Failed
-from bot.flow.fetching import download
+from bot.flow.fetching import Downloads
 from inference.imageio import decode
 from storage.cache import CachedResult, ResultFile, result_key
 from storage.stores import Stores
@@ -31,8 +30,8 @@ JPEG_QUALITY = 95  # the page blends it with the drawing pixel by pixel: kept cl
 
 
 class Originals:
-    def __init__(self, bot: Bot, stores: Stores) -> None:
-        self.bot = bot
+    def __init__(self, downloads: Downloads, stores: Stores) -> None:
+        self.downloads = downloads
         self.stores = stores
         self._making: dict[str, asyncio.Task[CachedResult | None]] = {}  # asked for twice at once: fetched once
 
@@ -67,8 +66,8 @@ class Originals:
         if file_id is None:
             return None
         try:
-            return await download(self.bot, file_id, f"photo {content_sha256[:12]}… for the Mini App")
-        except (Failed, TelegramError) as exc:  # download() logged why, or Telegram refused outright
+            return await self.downloads.fetch(file_id, f"photo {content_sha256[:12]}… for the Mini App")
+        except (Failed, TelegramError) as exc:  # fetch() logged why, or Telegram refused outright
             log.info("photo %s… not fetched again (%s)", content_sha256[:12], exc.__class__.__name__)
             return None
 

@@ -50,6 +50,24 @@ def test_config_needs_a_token_and_reads_everything_else(tmp_path: Path) -> None:
     assert "s3cret-value" not in repr(tuned) and TOKEN not in f"{tuned!s} {tuned!r}"
 
 
+def test_a_local_bot_api_lifts_telegrams_file_limits_to_the_operators(tmp_path: Path) -> None:
+    """Telegram's own Bot API caps what the bot fetches at 20 MB whatever ANIMEBOT_MAX_FILE_MB says; a server
+    of the operator's own in local mode caps it at ANIMEBOT_MAX_FILE_MB, and takes uploads past 50 MB."""
+    base = {"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_HOME": str(tmp_path), "ANIMEBOT_MAX_FILE_MB": "300"}
+    cloud = load_config(base, dotenv=None)
+    assert (cloud.api_local, cloud.download_bytes, cloud.upload_bytes) == (False, 20 << 20, 50 << 20)
+    local = load_config({**base, "TELEGRAM_API_LOCAL": "true", "TELEGRAM_API_BASE_URL": "http://api:8081/bot"},
+                        dotenv=None)
+    assert (local.api_local, local.download_bytes, local.upload_bytes) == (True, 300 << 20, 2000 << 20)
+    assert load_config({**base, "ANIMEBOT_MAX_FILE_MB": "8"}, dotenv=None).download_bytes == 8 << 20
+    with pytest.raises(ConfigError, match="^TELEGRAM_API_LOCAL=true needs TELEGRAM_API_BASE_URL set to your own"):
+        load_config({**base, "TELEGRAM_API_LOCAL": "true"}, dotenv=None)
+    with pytest.raises(ConfigError, match="^TELEGRAM_API_LOCAL must be true or false, got 'local'$"):
+        load_config({**base, "TELEGRAM_API_LOCAL": "local"}, dotenv=None)
+    with pytest.raises(ConfigError, match="^ANIMEBOT_MAX_FILE_MB must be between 1 and 2000, got 5000$"):
+        load_config({**base, "ANIMEBOT_MAX_FILE_MB": "5000"}, dotenv=None)
+
+
 def test_a_broker_url_picks_the_celery_pool_and_its_password_stays_out_of_repr(tmp_path: Path) -> None:
     base = {"TELEGRAM_BOT_TOKEN": TOKEN, "ANIMEBOT_HOME": str(tmp_path)}
     assert load_config(base, dotenv=None).broker_url is None  # embedded: no Redis, no new setting

@@ -30,6 +30,7 @@ from typing import NamedTuple, cast, get_args
 
 import redis
 
+from bot.service.config import LOCAL_API_MB
 from storage.errors import AnimebotError
 from inference.clip_settings import ClipSettings
 from inference.drawer import Operation, WorkFailed, WorkOrder
@@ -57,8 +58,9 @@ READS_HEADER = "animebot_reads"
 # The state a worker stores for a clip being drawn, with its frames so far ({"done": n, "total": m}) as the
 # state's meta: a state of our own, which Celery's tools show as it is.
 PROGRESS = "PROGRESS"
-# Telegram lets a bot download files of up to 20 MB, so no real photo is larger.
-MAX_PHOTO_BYTES = 20 << 20
+# No photo is bigger than the most ANIMEBOT_MAX_FILE_MB allows: what a Bot API server in local mode hands out.
+# (The bot keeps to its own, smaller limit; this one only refuses what no bot sends.)
+MAX_PHOTO_BYTES = LOCAL_API_MB << 20
 
 
 @dataclass(frozen=True)
