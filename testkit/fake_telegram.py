@@ -100,11 +100,15 @@ class StoredFile:
 class FakeTelegram:
     """The server. Use as a context manager, or ``start()`` and ``stop()``."""
 
-    def __init__(self, missing: tuple[str, ...] = (), host: str = "127.0.0.1", local_dir: Path | None = None) -> None:
+    def __init__(self, missing: tuple[str, ...] = (), host: str = "127.0.0.1", local_dir: Path | None = None,
+                 served_at: Path | None = None) -> None:
         """``host``: the address to listen on; another than loopback only for containers on an internal
         Docker network, which reach this machine at the network's gateway (tests/deploy/test_docker.py).
-        ``local_dir``: be a server in local mode, keeping the files it hands out in this folder."""
+        ``local_dir``: be a server in local mode, keeping the files it hands out in this folder;
+        ``served_at``: the folder's path as the server's own container sees it (a Docker volume's
+        mount point written from this machine), which its getFile gives."""
         self.local_dir = local_dir
+        self.served_at = served_at
         # A server in local mode whose data folder the bot does not have (not mounted in the bot's container,
         # or mounted at another path): getFile gives a path the bot cannot read.
         self.unshared = False
@@ -604,7 +608,7 @@ class FakeTelegram:
         local = self.local_dir / TOKEN / f.path
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(f.data)
-        return str(local.resolve())
+        return str(self.served_at / TOKEN / f.path) if self.served_at else str(local.resolve())
 
     def _m_sendMessage(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         return self._bot_message(params, text=params["text"])

@@ -229,6 +229,21 @@ def test_the_compose_monitoring_profile_mounts_what_deploy_ships_where_each_tool
         assert all(port.startswith("127.0.0.1:") for port in services[name]["ports"]), name
 
 
+def test_the_compose_local_api_profile_hands_the_bot_its_files_where_its_getfile_says_they_are() -> None:
+    """The server keeps the files it hands out under its working folder and gives their absolute paths: the
+    bot must mount that volume at the same path (read-only), and start without the profile as well."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    server, bot = services["telegram-bot-api"], services["animebot"]
+    assert server["profiles"] == ["local-api"] and server["environment"]["TELEGRAM_LOCAL"] == "1"
+    work_dir = "/var/lib/telegram-bot-api"  # the image's TELEGRAM_WORK_DIR, its --dir
+    assert f"telegram-bot-api-data:{work_dir}" in server["volumes"]
+    assert f"telegram-bot-api-data:{work_dir}:ro" in bot["volumes"] and "telegram-bot-api-data" in compose["volumes"]
+    assert bot["depends_on"]["telegram-bot-api"]["required"] is False
+    assert not {k for k in bot["environment"] if k.startswith("TELEGRAM_API_ID") or k.startswith("TELEGRAM_API_HASH")}
+    assert set(server["environment"]) == {"TELEGRAM_API_ID", "TELEGRAM_API_HASH", "TELEGRAM_LOCAL"}
+
+
 def test_compose_requires_nothing_up_front_but_the_token() -> None:
     """Compose reads every service's ${...} before it picks the profiles, so a ${X:?} in a profile's
     service would stop a plain ``docker compose up`` that never starts it."""

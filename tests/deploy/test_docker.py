@@ -28,7 +28,7 @@ from testkit.fake_telegram import TOKEN, FakeTelegram
 from testkit.replies import labels
 from testkit.wait import wait_for
 from testkit.models import MODELS
-from testkit.pictures import PHOTOS
+from testkit.pictures import PHOTOS, grainy_png
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_model]
 PASSWORDS = {"REDIS_PASSWORD": "redis-pw-7f3a", "GRAFANA_PASSWORD": "grafana-pw-91c2",
@@ -230,3 +230,23 @@ def test_scaled_out_two_workers_draw_lose_nothing_to_a_kill_and_stop_gracefully(
     project("stop", profiles=("scale",))
     codes = exit_codes(project)
     assert len(codes) == 4 and set(codes.values()) == {0}, codes
+
+
+def test_with_a_local_bot_api_a_34_mb_png_is_read_off_the_volume_the_server_shares(project: Project) -> None:
+    """The local-api profile's wiring: the server (here the fake, writing into the Compose volume from this
+    machine) gives a path in its own /var/lib/telegram-bot-api, and the bot reads the file there, through
+    its read-only mount of the same volume."""
+    project("up", "--no-start", "animebot")  # the volume, made as Compose makes it
+    volume = f"{project.name}_telegram-bot-api-data"
+    mountpoint = Path(docker("volume", "inspect", "--format", "{{.Mountpoint}}", volume).stdout.strip())
+    with FakeTelegram(host=project.gateway(), local_dir=mountpoint, served_at=Path("/var/lib/telegram-bot-api")) as fake:
+        project.settings(TELEGRAM_BOT_TOKEN=TOKEN, TELEGRAM_API_BASE_URL=fake.base_url, TELEGRAM_API_LOCAL="true",
+                         **PASSWORDS)
+        project("up", "--detach", "animebot")
+        png = grainy_png(photo("large_1365x2048.jpg"), 34 << 20)
+        message = fake.document_message(*private_chat(4930), png, "portrait.png", "image/png")
+        answered(fake, message)
+        assert fake.downloads == []  # read off the volume, never over HTTP
+        project("stop", "animebot")
+    log = project.logs("animebot")
+    assert "Traceback" not in log and TOKEN not in log

@@ -26,6 +26,7 @@ from celery.utils.saferepr import saferepr
 from kombu import Exchange, Producer
 from kombu.serialization import dumps, loads
 
+from bot.drawing.celery import wire as wire_module
 from bot.drawing.celery.app import QUEUE, RESULT_SERIALIZER, make_celery
 from bot.drawing.pool import time_limit
 from bot.drawing.celery.wire import (TASK_NAME, BadMessage, BadOrder, Ordered, order_from_message, order_to_message,
@@ -119,7 +120,6 @@ def _settings(**changes: object) -> dict[str, Any]:
     ({k: v for k, v in order_to_message(ORDER).items() if k != "style"}, "no field(s) style"),
     ({**order_to_message(ORDER), "callback": "os.system"}, "unknown field(s) callback"),
     ({**order_to_message(ORDER), "data": "text, not bytes"}, "order.data must be bytes, got str"),
-    ({**order_to_message(ORDER), "data": b"x" * ((20 << 20) + 1)}, "is 20,971,521 bytes, over the 20,971,520"),
     ({**order_to_message(ORDER), "job_id": 7}, "order.job_id must be str, got int"),
     (_settings(max_side="720"), "order.settings.max_side must be int, got str"),
     (_settings(faces=1), "order.settings.faces must be bool, got int"),
@@ -131,6 +131,14 @@ def test_anything_but_exactly_an_order_is_refused_with_a_sentence(message: objec
     with pytest.raises(BadOrder) as refused:
         order_from_message(wire(message) if isinstance(message, dict) else message)
     assert why in refused.value.message
+
+
+def test_an_order_whose_photo_is_bigger_than_any_bot_sends_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No bot sends a photo past ANIMEBOT_MAX_FILE_MB's ceiling (2000 MB, a local Bot API's); made small here."""
+    monkeypatch.setattr(wire_module, "MAX_PHOTO_BYTES", 1 << 20)
+    with pytest.raises(BadOrder) as refused:
+        order_from_message(wire({**order_to_message(ORDER), "data": b"x" * ((1 << 20) + 1)}))
+    assert "is 1,048,577 bytes, over the 1,048,576 (1 MiB) an order may carry" in refused.value.message
 
 
 @pytest.mark.parametrize("message", [
