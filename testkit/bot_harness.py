@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from testkit.fake_telegram import TOKEN, FakeTelegram
+from testkit.releases import command
 from testkit.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,14 +133,14 @@ class RunningBot(RunningProcess):
 
 
 def start_bot(fake: FakeTelegram, home: Path, shared_home: Path, *args: str, code: Path = REPO, **env: str) -> RunningBot:
-    """``python -m bot run ARGS`` in ``home`` (cwd too, so no developer .env is read), ready for updates;
-    ``code``: the tree it runs, this one or an earlier release's (testkit/releases.py)."""
+    """``animebot run ARGS`` in ``home`` (cwd too, so no developer .env is read), ready for updates;
+    ``code``: what it runs, this tree, or an earlier release's tree or virtualenv (testkit/releases.py)."""
     prepare_home(home, shared_home)
-    full_env = {**bot_environment(fake, home, env), "PYTHONPATH": str(code)}
+    argv, full_env = command(code, "run", bot_environment(fake, home, env))
     log_path = home / "bot.log"
     before = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as log:  # a restarted bot appends
-        process = subprocess.Popen([sys.executable, "-m", "bot", "run", *args], cwd=home, env=full_env,
+        process = subprocess.Popen([*argv, *args], cwd=home, env=full_env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     bot = RunningBot(process, log_path, fake, home)
     try:

@@ -19,6 +19,7 @@ from bot.drawing.celery.app import make_celery
 from bot.drawing.celery.wire import photo_key, read_workers
 from testkit.bot_harness import REPO, RunningProcess
 from testkit.redis_server import PASSWORD
+from testkit.releases import command
 from testkit.wait import WaitTimeout, wait_for
 
 LET_GO_S = 0.02  # how long caught_drawing lets the drawing processes go on between two looks
@@ -58,20 +59,20 @@ class RunningWorker(RunningProcess):
 
 def start_worker(home: Path, shared_home: Path, broker_url: str, log_name: str = "worker.log", ready: bool = True,
                  code: Path = REPO, **env: str) -> RunningWorker:
-    """``python -m bot worker`` with its own data dir, sharing installed models and exports by symlink
+    """``animebot worker`` with its own data dir, sharing installed models and exports by symlink
     (as testkit/bot_harness.py does for the bot); with ``ready``, returns once a pool process can draw;
-    ``code``: the tree it runs, this one or an earlier release's (testkit/releases.py)."""
+    ``code``: what it runs, this tree, or an earlier release's tree or virtualenv (testkit/releases.py)."""
     home.mkdir(parents=True, exist_ok=True)
     for sub in ("models", "cache"):
         (shared_home / sub).mkdir(parents=True, exist_ok=True)
         if not (home / sub).exists():
             (home / sub).symlink_to(shared_home / sub)
-    full_env = {**os.environ, "PYTHONPATH": str(code), "ANIMEBOT_HOME": str(home), "ANIMEBOT_BROKER_URL": broker_url,
-                "ANIMEBOT_THREADS": "1", **env}
+    argv, full_env = command(code, "worker", {**os.environ, "ANIMEBOT_HOME": str(home),
+                                              "ANIMEBOT_BROKER_URL": broker_url, "ANIMEBOT_THREADS": "1", **env})
     full_env.pop("TELEGRAM_BOT_TOKEN", None)  # a worker never has it
     log_path = home / log_name
     with log_path.open("ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "bot", "worker"], cwd=home, env=full_env, stdout=log,
+        process = subprocess.Popen(argv, cwd=home, env=full_env, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     worker = RunningWorker(process, log_path)
     if ready:
@@ -98,7 +99,8 @@ def held(*pids: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: float = 300) -> Iterator[RunningWorker]:
+def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: float = 300,
+                   claim_checks: bool = True) -> Iterator[RunningWorker]:
     """The worker of ``workers`` one of whose processes is in the middle of drawing a photo the bot
     waits for, held there (SIGSTOP) for the block; every drawing process goes on after it.
 
@@ -107,7 +109,11 @@ def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: f
     go on for :data:`LET_GO_S`. What is seen while they are stopped stays true: a process whose
     heartbeat names a task whose photo is still in Redis (the bot waits for it) and that has no result
     stored has not finished it. A
-    drawing longer than one let-go is always caught, however fast the machine or busy its cores."""
+    drawing longer than one let-go is always caught, however fast the machine or busy its cores.
+
+    ``claim_checks``: False for a bot whose orders carry their photo (the release before claim checks,
+    testkit/releases.py), which leaves no photo key to look for: a task with no result stored is one it
+    waits for."""
     pids = {pid: worker for worker in workers for pid in worker.drawing_pids() if Path(f"/proc/{pid}").exists()}
     client = redis.Redis.from_url(broker_url)
     backend = make_celery(broker_url, 60).backend
@@ -117,7 +123,7 @@ def caught_drawing(workers: Sequence[RunningWorker], broker_url: str, timeout: f
             with held(*pids):
                 wait_for(lambda: all(_stopped(pid) for pid in pids), 60, "every drawing process stopped")
                 caught = [pids[w.pid] for w in read_workers(client) if w.pid in pids and w.task is not None
-                          and client.exists(photo_key(w.task))
+                          and (not claim_checks or client.exists(photo_key(w.task)))
                           and backend.get_task_meta(w.task)["status"] not in READY_STATES]
                 if caught:
                     yield caught[0]

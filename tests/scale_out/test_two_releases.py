@@ -1,7 +1,8 @@
 """A rolling upgrade, for real: a bot and a worker of two releases on one Redis, each way round.
 
-The release before HD (075b66a, testkit/releases.py) runs from its own tree beside this one, as the images
-of two releases do while Compose, Kubernetes or KEDA replace one with the other. Before formats were
+The release before HD (075b66a, testkit/releases.py), installed into a virtualenv of its own, runs by its own
+entry point beside this one, as the images of two releases do while Compose, Kubernetes or KEDA replace one
+with the other. Before formats were
 versioned per message, each side refused every order of the other and the bot sent it again 100 times a
 second, forever (the user's status said Drawing…). Now plain photos cross both ways, and what only this
 release can do (an HD) gets one sentence within a few resends. The release before claim checks
@@ -19,7 +20,7 @@ from testkit.bot_harness import REPO, private_chat, start_bot
 from testkit.fake_telegram import FakeTelegram
 from testkit.pictures import PHOTOS, synthetic_photo
 from testkit.redis_server import RedisServer
-from testkit.releases import BEFORE_CLAIMS, BEFORE_HD, release_tree
+from testkit.releases import BEFORE_CLAIMS, BEFORE_HD, session_release
 from testkit.replies import buttons, final_answer, first_answer
 from testkit.worker_harness import start_worker
 from weights.store import ModelStore
@@ -30,12 +31,12 @@ BOT = {"ANIMEBOT_MAX_SIDE": "320", "ANIMEBOT_RATE_PER_MINUTE": "0"}
 
 @pytest.fixture(scope="module")
 def before_hd(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return release_tree(BEFORE_HD, tmp_path_factory.mktemp("release-before-hd"))
+    return session_release(tmp_path_factory, BEFORE_HD)
 
 
 @pytest.fixture(scope="module")
 def before_claims(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return release_tree(BEFORE_CLAIMS, tmp_path_factory.mktemp("release-before-claims"))
+    return session_release(tmp_path_factory, BEFORE_CLAIMS)
 
 
 def draw_and_double(fake: FakeTelegram, user_id: int) -> None:
