@@ -41,7 +41,7 @@ from inference.pipeline import ConvertSettings, Converted
 from inference.prune import save_lite
 from storage.cache import result_key
 from testkit.models import TINY_WIDTHS
-from testkit.pictures import noisy_jpeg, synthetic_photo
+from testkit.pictures import grainy_png, noisy_jpeg, synthetic_photo
 from testkit.pickles import Opens
 from testkit.privacy import Footprint, footprints
 from testkit.wait import until, wait_for, within
@@ -362,6 +362,31 @@ def test_a_process_drawing_something_else_gets_no_photo_sent_to_it(
         assert asyncio.run(go()) == (2, 2), "two photos on the two free processes, the third waits in the bot"
     finally:
         client.close()
+
+
+def test_a_photo_past_telegrams_20_mb_from_a_local_bot_api_is_drawn_by_a_worker(
+        worker: RunningWorker, redis_server: RedisServer) -> None:
+    """With a Bot API server of one's own, files past 20 MB reach the bot (up to ANIMEBOT_MAX_FILE_MB): the
+    claim check carries a 34 MB PNG to a worker, which draws it whole, and the key goes with the answer."""
+    url = redis_server.url(db=DB)
+    png = grainy_png(synthetic_photo(512, 384, seed=5), 34 << 20)
+    source = Image.open(io.BytesIO(png)).size
+
+    async def go() -> Converted:
+        async with celery_pool(url) as pool:
+            ticket = pool.submit(WorkOrder("job-big", png, STYLES[0], SETTINGS), 1, "big")
+            drawn: Converted = await within(ticket.result, 120)
+            task = task_id_for("job-big", "big", SECRET)
+            photos = redis.Redis.from_url(url)
+            try:
+                await until(lambda: not photos.exists(photo_key(task)), 120, "the photo gone from Redis")
+            finally:
+                photos.close()
+            return drawn
+
+    drawn = asyncio.run(go())
+    assert len(png) >= 34 << 20 and drawn.input_size == source
+    assert max(pixels(drawn.data).shape[:2]) == SETTINGS.max_side
 
 
 def test_a_photo_waits_in_a_key_with_a_lifetime_never_in_the_queue_and_goes_with_its_answer(
