@@ -90,6 +90,12 @@ class Converted:
     clip: ClipFacts | None = None  # set for a clip: ``data`` is an MP4
     cut: str = ""  # for a sticker or cut-out, how the person was cut: "person" (segmented) or "oval"
 
+    @property
+    def face_passes(self) -> int:
+        """How many faces were drawn again by the face pass: what the bot logs, counts and settles a drawing
+        by. A face a release before it sent without a "pass" was not drawn again."""
+        return sum(1 for f in self.faces if f.get("pass"))
+
 
 def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:
     """The result's size for a ``width`` x ``height`` photo: same aspect, never larger than the photo.

@@ -60,7 +60,7 @@ class Orders:
         stored = await self._stored(order, converted)
         await self.stores.counters.bump("converted")
         clip = converted.clip
-        self.pool.settle(ticket, sum(1 for f in converted.faces if f["pass"]), clip.drawn if clip else None)
+        self.pool.settle(ticket, converted.face_passes, clip.drawn if clip else None)
         return Drawn.of(src, order.sha256, order.work.style, stored, from_cache=False,
                         units=max(1, math.ceil(clip.seconds)) if clip else 1)
 

@@ -59,8 +59,7 @@ class Telemetry:
         else:
             # "drawn in" is the round trip from leaving the queue to the result; "worker" is the part the worker
             # measured itself, so the difference is what the pool's transport costs (bench/scale_out.py).
-            passes = sum(1 for f in converted.faces if f["pass"])
             log.info("job %s: %s %dx%d -> %dx%d, waited %.2f s, drawn in %.2f s (worker %.2f s: model %.2f s, "
                      "%d face pass(es) %.2f s)", order.job_id, order.style, *converted.input_size, w, h,
-                     ticket.waited_s, drawing_s, sum(timings.values()), timings.get("model_s", 0.0), passes,
+                     ticket.waited_s, drawing_s, sum(timings.values()), timings.get("model_s", 0.0), converted.face_passes,
                      timings.get("faces_s", 0.0))

@@ -234,9 +234,8 @@ def result_summary(reply: Converted | WorkFailed) -> str:
     if isinstance(reply, WorkFailed):
         return f"(failed: {reply.code})"
     kind = "clip" if reply.clip is not None else "picture"
-    faces = sum(1 for f in reply.faces if f.get("pass"))
     w, h = reply.output_size
-    return f"({reply.style} {kind} {w}x{h}, {faces} face(s) redrawn, {len(reply.data):,} bytes)"
+    return f"({reply.style} {kind} {w}x{h}, {reply.face_passes} face(s) redrawn, {len(reply.data):,} bytes)"
 
 
 class Summarized:
