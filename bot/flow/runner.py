@@ -213,7 +213,8 @@ class JobRunner:
         with contextlib.suppress(Unwritable):  # what Telegram calls the files sent: a repeat uploads them again
             await way.settle(sent)
         return f"{len(done)} answered by {req.answer} ({sum(d.from_cache for d in done)} from cache), " \
-            f"{len(failed)} failed" + (f" ({codes})" if codes else "") + f" ({kind.name})"
+            f"{len(failed)} failed" + (f" ({codes})" if codes else "") + \
+            f" ({kind.name}{', a clip' if any(d.source.clip for d in done) else ''})"
 
     @contextlib.contextmanager
     def _told_onlooker(self, req: Request) -> Iterator[None]:

@@ -48,7 +48,7 @@ def test_a_34_mb_png_sent_as_a_file_is_read_from_the_servers_disk_and_drawn(
 
 def test_a_31_mb_mp4_sent_as_a_file_comes_back_drawn(bot: tuple[InProcessBot, FakeTelegram],
                                                      shared_photo: Callable[[str], bytes]) -> None:
-    _, fake = bot
+    running, fake = bot
     clip = grainy_mp4(shared_photo("street_1279x867.jpg"), 31 << 20)
     assert len(clip) >= 31 << 20
     chat, user = private_chat(5102)
@@ -58,6 +58,7 @@ def test_a_31_mb_mp4_sent_as_a_file_comes_back_drawn(bot: tuple[InProcessBot, Fa
     seen = read_back(fake.sent_file(answer, "video"))
     assert 1.5 <= float(str(seen["seconds"])) <= 2.5  # its first ANIMEBOT_VIDEO_MAX_S seconds, drawn
     assert fake.downloads == []
+    assert "1 answered by chat (0 from cache), 0 failed (photo, a clip) in" in running.log()  # the job's log line
 
 
 def test_a_file_over_the_operators_limit_is_refused_in_one_sentence_without_fetching_it(
