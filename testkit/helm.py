@@ -30,7 +30,8 @@ def unavailable() -> str | None:
 
 
 def render(chart: Path, values: dict[str, Any], name: str, namespace: str) -> tuple[dict[str, str], str | None]:
-    """The chart's rendered files by path, or Helm's refusal (with no files)."""
+    """The chart's rendered files by path, or Helm's refusal (with no files): values.schema.json's or a
+    template's."""
     return _helper().submit(_render, chart, values, name, namespace).result()
 
 
@@ -65,7 +66,7 @@ def _render(chart: Path, values: dict[str, Any], name: str, namespace: str) -> t
     try:
         with helm.Chart.load(chart) as loaded:
             return dict(loaded.render(values=values, name=name, namespace=namespace)), None
-    except helm.HelmRenderError as refused:
+    except (helm.HelmValuesError, helm.HelmRenderError) as refused:
         return {}, str(refused)
 
 

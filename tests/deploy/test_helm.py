@@ -308,6 +308,38 @@ def test_the_chart_refuses_what_would_not_work_in_one_sentence(values: dict[str,
     assert TOKEN not in message
 
 
+@pytest.mark.parametrize(("typed", "pointer", "said"), [
+    ("workers.replicas=-1", "/workers/replicas", "minimum: got -1, want 0"),
+    ("workers.replicas=three", "/workers/replicas", "got string, want integer"),
+    ("worker.replicas=2", "", "additional properties 'worker' not allowed"),
+    ("keda.enabled=yes", "/keda/enabled", "got string, want boolean"),
+    ("bot.stopwait=90", "/bot", "additional properties 'stopwait' not allowed"),
+    ("persistence.size=20", "/persistence/size", "got number, want string"),
+    ("nodeSelector.gpu=true", "/nodeSelector/gpu", "got boolean, want string"),
+    ("ingress.paths={/}", "/ingress/paths/0", "does not match pattern"),
+], ids=["negative workers", "workers in words", "a misspelt top-level key", "a boolean in words", "a misspelt key",
+        "a size without its unit", "a label that is not a string", "an Ingress for every path, /metrics too"])
+def test_helm_refuses_a_mistyped_value_by_the_chart_s_schema_naming_it(typed: str, pointer: str, said: str) -> None:
+    """An operator's ``--set`` (parsed as Helm parses it) on top of values that work: Helm refuses it by
+    values.schema.json, in the render (install, upgrade, template) and in lint, naming the value and what is
+    wrong. Without the schema each rendered something other than asked: no workers for -1 or "three" (the
+    templates' ``int``), nothing for a misspelt key, KEDA on for any string, 20 bytes of volume."""
+    values = merged({"token": {"value": TOKEN}}, helm.parse_set_string(typed))
+    message = refusal(values)
+    assert "values don't meet the specifications of the schema" in message, message
+    assert [line for line in message.splitlines() if line.startswith(f"- at '{pointer}': ") and said in line], message
+    assert [error for error in helm.lint(CHART, values, "animebot")["errors"] if said in error]
+
+
+def test_the_schema_leaves_a_missing_token_to_the_template_s_sentence() -> None:
+    """values.yaml's defaults meet the schema as they are (`helm lint deploy/helm/animebot` passes): a release
+    without a token is refused at install by the template, in its sentence naming both ways, not by the schema."""
+    report = helm.lint(CHART, {}, "animebot")
+    assert report["errors"] == [] and [m for m in report["messages"] if m["severity"] >= 2] == [], report
+    message = refusal({})
+    assert "schema" not in message and "set token.existingSecret" in message, message
+
+
 def kustomize_as_the_chart_names_it(document: dict[str, Any]) -> dict[str, Any]:
     """A deploy/kubernetes object as the chart, released as "animebot", names it: Redis's objects get the
     release's prefix, and the image is the kustomization's ``images:``."""
