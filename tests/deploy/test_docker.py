@@ -232,14 +232,17 @@ def test_scaled_out_two_workers_draw_lose_nothing_to_a_kill_and_stop_gracefully(
     assert len(codes) == 4 and set(codes.values()) == {0}, codes
 
 
-def test_with_a_local_bot_api_a_34_mb_png_is_read_off_the_volume_the_server_shares(project: Project) -> None:
+def test_with_a_local_bot_api_a_34_mb_png_is_read_off_the_volume_the_server_shares(project: Project,
+                                                                                   stage: Stage) -> None:
     """The local-api profile's wiring: the server (here the fake, writing into the Compose volume from this
     machine) gives a path in its own /var/lib/telegram-bot-api, and the bot reads the file there, through
     its read-only mount of the same volume."""
     project("up", "--no-start", "animebot")  # the volume, made as Compose makes it
     volume = f"{project.name}_telegram-bot-api-data"
     mountpoint = Path(docker("volume", "inspect", "--format", "{{.Mountpoint}}", volume).stdout.strip())
-    with FakeTelegram(host=project.gateway(), local_dir=mountpoint, served_at=Path("/var/lib/telegram-bot-api")) as fake:
+    assert stage.fake is not None, "runs after the embedded test, which started the bot on Telegram's API"
+    with FakeTelegram(host=project.gateway(), local_dir=mountpoint, served_at=Path("/var/lib/telegram-bot-api"),
+                      first_update=max(stage.fake.pushed) + 1) as fake:
         project.settings(TELEGRAM_BOT_TOKEN=TOKEN, TELEGRAM_API_BASE_URL=fake.base_url, TELEGRAM_API_LOCAL="true",
                          **PASSWORDS)
         project("up", "--detach", "animebot")
