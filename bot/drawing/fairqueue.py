@@ -123,7 +123,11 @@ class FairQueue:
 
     def by_user(self) -> Counter[int]:
         """Waiting tickets per user, for /stats."""
-        return Counter(t.user_id for _, _, t in self._heap if not t.result.done())
+        return Counter(t.user_id for t in self.live())
+
+    def live(self) -> list[Ticket]:
+        """The tickets waiting (not given up on while they waited)."""
+        return [t for _, _, t in self._heap if not t.result.done()]
 
     def drop_all(self) -> list[Ticket]:
         """Empty the queue (a stop); the tickets' jobs stay open in the journal."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import time
 from dataclasses import dataclass
 
 from storage.errors import AnimebotError
@@ -50,6 +51,16 @@ class WorkerView:
     styles: tuple[str, ...]
     engine: str
     busy: bool
+
+
+@dataclass(frozen=True)
+class Line:
+    """One user's photos in the pool now, as the admin page shows the queue."""
+
+    user_id: int
+    waiting: int
+    drawing: int
+    oldest_s: float  # how long their photo waiting longest has waited (0 when none waits)
 
 
 def photo_cost(settings: ConvertSettings) -> float:
@@ -104,6 +115,10 @@ class Pool(abc.ABC):
     def workers(self) -> list[WorkerView]:
         """The workers drawing for this bot."""
 
+    @abc.abstractmethod
+    def drawing(self) -> list[Ticket]:
+        """The tickets on a worker now: whose photos are being drawn (:meth:`lines`)."""
+
     def online(self) -> int:
         """Drawing processes up now, for the operator's alerts: ``size``, unless the pool counts
         processes that may be down (the bot's own, while one is being started again)."""
@@ -118,6 +133,16 @@ class Pool(abc.ABC):
     @property
     def waiting(self) -> int:
         return self.queue.waiting
+
+    def lines(self) -> list[Line]:
+        """Each user with photos waiting or drawn now, the longest wait first: the admin page's queue, which
+        shows whose photos the bot is busy with, and whether anyone has been waiting too long."""
+        now = time.monotonic()
+        waiting, drawing = self.queue.live(), self.drawing()
+        users = {t.user_id for t in waiting} | {t.user_id for t in drawing}
+        lines = [Line(uid, sum(t.user_id == uid for t in waiting), sum(t.user_id == uid for t in drawing),
+                      max((now - t.queued_at for t in waiting if t.user_id == uid), default=0.0)) for uid in users]
+        return sorted(lines, key=lambda line: (-line.oldest_s, -line.drawing, line.user_id))
 
     def free_slots(self) -> int:
         """How many more photos may be taken on now: the queue's free places plus the idle workers

@@ -79,6 +79,9 @@ class ScaledOut(Pool):
     def workers(self) -> list[Any]:
         return []
 
+    def drawing(self) -> list[Any]:
+        return []
+
 
 def exported_names() -> set[str]:
     """The names in the bot's /metrics page, as a scaled-out bot serves it."""

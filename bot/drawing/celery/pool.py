@@ -156,6 +156,9 @@ class CeleryPool(Pool):
     def workers(self) -> list[WorkerView]:
         return [WorkerView(f"{w.name} (pid {w.pid})", w.styles, w.engine, w.task is not None) for w in self._workers]
 
+    def drawing(self) -> list[Ticket]:
+        return [flight.task for flight in self._in_flight.values()]
+
     def _progressed(self, task_id: str, meta: object) -> None:
         """A clip's frames so far, as its worker pushed them (anything else in a PROGRESS state is ignored)."""
         flight = self._in_flight.get(task_id)

@@ -41,6 +41,7 @@ class _Worker:
     conn: Connection
     loaded: Loaded  # its engine, and every style it draws
     busy: bool = False
+    ticket: Ticket | None = None  # the one it draws now
 
 
 class LocalPool(Pool):
@@ -81,6 +82,9 @@ class LocalPool(Pool):
         return [WorkerView(f"local-{i} (pid {w.process.pid})", w.loaded.styles, w.loaded.engine, w.busy)
                 for i, w in enumerate(self._workers) if w is not None]
 
+    def drawing(self) -> list[Ticket]:
+        return [w.ticket for w in self._workers if w is not None and w.ticket is not None]
+
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w is not None and w.process.pid is not None]
 
@@ -109,7 +113,7 @@ class LocalPool(Pool):
                     fail(ticket, WorkerLost("the worker is gone"))
                     return
             self._busy += 1
-            worker.busy = True
+            worker.busy, worker.ticket = True, ticket
             ticket.take()
             order = ticket.order
             ticket.stop = _stopper(worker.conn)
@@ -137,7 +141,7 @@ class LocalPool(Pool):
                 continue
             finally:
                 self._busy -= 1
-                worker.busy = False
+                worker.busy, worker.ticket = False, None
                 ticket.stop = None
             if isinstance(reply, WorkFailed):
                 fail(ticket, AnimebotError(reply.message, reply.code, reply.values))
