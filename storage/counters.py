@@ -1,4 +1,4 @@
-"""Running counts for /stats: cache hits, photos drawn, errors by code.
+"""Running counts for /stats: cache hits, photos drawn, errors by code; and the day's drawings, for the admin page.
 
 A bump is counted in memory, and the counts are written together now and then (:meth:`Counters.flush`:
 every few seconds from the bot's chores, bot/root/life.py, and at a stop before the database closes),
@@ -8,6 +8,7 @@ reads the written counts and the unwritten together.
 """
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from storage.database import Database, to_the_end
@@ -23,6 +24,16 @@ class Counters:
     async def bump(self, name: str, by: int = 1) -> None:
         """Count ``by`` more of ``name``, in memory until the next :meth:`flush`."""
         self._unwritten[name] += by
+
+    async def bump_today(self, name: str, now: float | None = None) -> None:
+        """Count one more of ``name`` today (UTC): a count of its own, ``name@YYYY-MM-DD``, so that the admin
+        page says what today drew without a table of every drawing."""
+        await self.bump(f"{name}@{_day(now)}")
+
+    async def today(self, now: float | None = None) -> dict[str, int]:
+        """What :meth:`bump_today` counted today (UTC), by name."""
+        suffix = f"@{_day(now)}"
+        return {name.removesuffix(suffix): n for name, n in (await self.all()).items() if name.endswith(suffix)}
 
     async def flush(self) -> None:
         """Write what was bumped since the last flush, in one transaction. It runs to its end though the
@@ -47,3 +58,7 @@ class Counters:
         except BaseException:
             self._unwritten.update(taken)
             raise
+
+
+def _day(now: float | None) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))

@@ -228,6 +228,14 @@ class Journal:
         )]
         return JobCounts(by_state, photos_done, outcomes)
 
+    async def top_drawn(self, since: float, top: int = 5) -> list[tuple[int, int]]:
+        """The users with the most photos drawn since ``since`` (cache answers not counted; a clip's seconds
+        are), most first, as (user id, photos): the admin page's busiest users."""
+        rows = await self._db.fetchall(
+            "SELECT user_id, SUM(COALESCE(drawn, CASE WHEN state = 'done' THEN photos ELSE 0 END)) AS n FROM jobs"
+            " WHERE created_at >= ? GROUP BY user_id HAVING n > 0 ORDER BY n DESC, user_id LIMIT ?", (since, top))
+        return [(int(uid), int(n)) for uid, n in rows]
+
     async def prune(self, now: float | None = None) -> None:
         """Forget answered jobs after a few days, handled updates (but the newest, for the offset) and
         forgotten users' counts after a day."""

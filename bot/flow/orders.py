@@ -58,8 +58,9 @@ class Orders:
         converted = await self._waited(errand, ticket)
         self.telemetry.drawn(ticket, converted)
         stored = await self._stored(order, converted)
-        await self.stores.counters.bump("converted")
         clip = converted.clip
+        await self.stores.counters.bump("converted")
+        await self.stores.counters.bump_today("clips" if clip else "photos" if order.work.operation == "draw" else "hd")
         self.pool.settle(ticket, converted.face_passes, clip.drawn if clip else None)
         return Drawn.of(src, order.sha256, order.work.style, stored, from_cache=False,
                         units=max(1, math.ceil(clip.seconds)) if clip else 1)
