@@ -7,12 +7,17 @@ that need it skip, saying which is missing.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
+
+from testkit.fake_telegram import TOKEN
+from testkit.webapp import App, init_data
 
 
 @contextlib.contextmanager
@@ -47,4 +52,14 @@ def colour_page(browser: Any) -> Any:
     loader = 'import * as colour from "/colour.js"; Object.assign(window, colour, {colourReady: true});'
     page.add_script_tag(content=loader, type="module")
     page.wait_for_function("() => window.colourReady === true")
+    return page
+
+
+def phone(browser: Any, bot: App, uid: int | None, theme: dict[str, str], lang: str = "en", query: str = "") -> Any:
+    """A 360 px wide page opened as Telegram opens a Mini App (or, with no ``uid``, as a browser would)."""
+    page = browser.new_page(viewport={"width": 360, "height": 740}, device_scale_factor=2)
+    page.route("https://telegram.org/**", lambda route: route.abort())  # no internet here, nor on some hosts
+    fragment = f"#tgWebAppData={quote(init_data(uid, TOKEN, lang=lang), safe='')}" if uid else "#"
+    fragment += f"&tgWebAppVersion=8.0&tgWebAppThemeParams={quote(json.dumps(theme), safe='')}"
+    page.goto(f"{bot.base}/app{query}{fragment}")
     return page

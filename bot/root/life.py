@@ -111,7 +111,7 @@ async def _serve_updates(app: Application, cfg: Config, st: BotState, stop: asyn
     server, poller = None, None
     desk = st.runner.onlooker
     assert isinstance(desk, AppJobs)  # bot/root/state.py makes the page's desk the runner's onlooker
-    needs = PageNeeds(st.runner, st.journal, st.pool, st.stores, st.buttons, st.styles, st.access, st.hd)
+    needs = PageNeeds(st.runner, st.journal, st.pool, st.stores, st.buttons, st.styles, st.access, st.hd, st.blocking)
     token = cfg.token.get_secret_value()
     webapp = WebApp(needs, desk, Originals(st.downloads, st.stores), token, Links(await st.journal.secret())) \
         if cfg.webapp_url else None

@@ -66,6 +66,7 @@ class BotState:
     styles: Styles
     access: Access
     forgetting: Forgetting  # /forget (bot/flow/forgetting.py), finished at start when a stop cut one short
+    blocking: Blocking  # /block and /unblock, the chat's and the Mini App's admin view's (bot/flow/blocking.py)
     hd: bool  # HD is on (ANIMEBOT_HD) and its model installed
     downloads: Downloads  # users' files from Telegram, within ANIMEBOT_MAX_FILE_MB (the Mini App's too)
 
@@ -97,7 +98,8 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     downloads = Downloads(app.bot, cfg.download_bytes)
     runner = JobRunner(Equipment(app.bot, pool, stores, journal, styles, downloads), ways, desk, settings)
     forgetting = Forgetting(app.bot, runner, Erasures(db, stores.results.results_dir), limits)
-    st = BotState(runner, journal, pool, db, stores, buttons, styles, access, forgetting, hd, downloads)
+    st = BotState(runner, journal, pool, db, stores, buttons, styles, access, forgetting,
+                  Blocking(runner, access, stores.blocked), hd, downloads)
     app.bot_data.put(*_chat_needs(st, cfg))
     await publish_profile(app.bot)
     await _menu_button(app, cfg.webapp_url)
@@ -126,7 +128,7 @@ def _chat_needs(st: BotState, cfg: Config) -> tuple[object, ...]:
             Redrawings(st.runner, choices, st.buttons, st.stores.uploads, st.stores.holdings, Presses(), st.hd),
             Privacy(st.access, st.forgetting, cfg.keep_days, bool(cfg.broker_url)),
             Stats(st.access, st.journal, st.pool, st.stores.counters),
-            Admin(st.access, Blocking(st.runner, st.access, st.stores.blocked)))
+            Admin(st.access, st.blocking))
 
 
 async def close_state(st: BotState) -> None:

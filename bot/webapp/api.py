@@ -36,7 +36,9 @@ from bot.flow.kinds import registry as kinds
 from bot.flow.kinds.registry import plan, redrawn
 from bot.flow.previews import PREVIEW_SETTINGS
 from bot.flow.requests import Request, Source, StoredRequestError, request_from_json
+from bot.webapp.admin import AdminApi
 from bot.webapp.auth import Unauthorized, WebAppUser, from_header
+from bot.webapp.http import as_json as _json, error as _error
 from bot.webapp.jobs import AppJob, AppJobs
 from bot.webapp.limits import API_PER_MINUTE, IMAGES_PER_MINUTE, Window
 from bot.webapp.links import PREFIX, Links
@@ -53,7 +55,7 @@ log = logging.getLogger("animebot.webapp")
 PAGE_DIR = Path(__file__).with_name("page")
 # The page's files: its stylesheet and its ES modules (app.js imports the others; no build step).
 PAGE_FILES = {"app.css": "text/css", **{name: "text/javascript" for name in (
-    "app.js", "views.js", "api.js", "colour.js", "divider.js", "words.js", "telegram.js")}}
+    "app.js", "views.js", "admin.js", "api.js", "colour.js", "divider.js", "words.js", "telegram.js")}}
 WORDS_SLOT = '<script id="words" type="application/json">{}</script>'  # in index.html: the page's sentences go here
 PAGE = 24  # results a page
 LISTED = 500  # the newest results looked at; older ones are still in the chat
@@ -87,6 +89,7 @@ class WebApp:
         app.router.add_post("/app/api/results/{id}/hd", self._hd)
         app.router.add_post("/app/api/draw", self._draw)
         app.router.add_get("/app/api/jobs/{job}", self._job)
+        AdminApi(self.st, self._caller, self._body).mount(app)  # the admins' page (bot/webapp/admin.py)
         app.router.add_get(PREFIX + r"/{uid:\d{1,20}}/{id:[\w-]{12}}/{variant:[\w.-]{1,40}}/{expires:\d{1,12}}"
                            r"/{mac:[\w-]{24}}", self._picture)
 
@@ -191,7 +194,8 @@ class WebApp:
         rows = await self._results_of(user.id)
         page = await self._described(user.id, rows[offset:offset + PAGE], lang)
         styles = [{"name": n, "title": self.st.styles.display(n, lang)} for n in self.st.styles.ordered]
-        return _json({"lang": lang, "results": page, "more": offset + PAGE < len(rows), "styles": styles})
+        return _json({"lang": lang, "results": page, "more": offset + PAGE < len(rows), "styles": styles,
+                      "admin": self.st.access.is_admin(user.id)})  # the page offers its admin view to admins only
 
     async def _one(self, request: web.Request) -> web.Response:
         user, lang = await self._caller(request)
@@ -357,15 +361,6 @@ def _number(raw: str, lo: int, hi: int, lang: str) -> int:
     if not raw.isdigit() or not lo <= int(raw) <= hi:
         raise _error(web.HTTPBadRequest, t(lang, "webapp_bad_request"))
     return int(raw)
-
-
-def _json(data: dict[str, Any]) -> web.Response:
-    return web.json_response(data, headers={"Cache-Control": "no-store"})
-
-
-def _error(kind: type[web.HTTPException], sentence: str, headers: dict[str, str] | None = None) -> web.HTTPException:
-    """An error the page shows as it is: one sentence in the user's language."""
-    return kind(text=json.dumps({"error": sentence}), content_type="application/json", headers=headers)
 
 
 @functools.cache

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from bot.drawing.pool import Pool
 from bot.flow.access import Access
+from bot.flow.blocking import Blocking
 from bot.flow.runner import JobRunner
 from bot.styles import Styles
 from inference.pipeline import ConvertSettings
@@ -24,3 +25,4 @@ class PageNeeds:
     styles: Styles
     access: Access  # the allowlist and the rates the chat has too
     hd: bool  # HD is on and its model installed
+    blocking: Blocking  # the admin view's blocked users, and its Unblock (bot/webapp/admin.py)

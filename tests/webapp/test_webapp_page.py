@@ -13,14 +13,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import pytest
 
 from bot.words.catalogue import LANGS, page_words
 from inference.colour import blend
-from testkit.browser import chromium, colour_page
+from testkit.browser import chromium, colour_page, phone
 from testkit.fake_telegram import TOKEN
 from testkit.wait import wait_for
 from testkit.webapp import App, call, drawn_photo, init_data
@@ -35,16 +34,6 @@ DARK = {"bg_color": "#17212b", "text_color": "#f5f5f5", "hint_color": "#708499",
 def browser() -> Iterator[Any]:
     with chromium() as launched:
         yield launched
-
-
-def phone(browser: Any, bot: App, uid: int | None, theme: dict[str, str], lang: str = "en", query: str = "") -> Any:
-    """A 360 px wide page opened as Telegram opens a Mini App (or, with no ``uid``, as a browser would)."""
-    page = browser.new_page(viewport={"width": 360, "height": 740}, device_scale_factor=2)
-    page.route("https://telegram.org/**", lambda route: route.abort())  # no internet here, nor on some hosts
-    fragment = f"#tgWebAppData={quote(init_data(uid, TOKEN, lang=lang), safe='')}" if uid else "#"
-    fragment += f"&tgWebAppVersion=8.0&tgWebAppThemeParams={quote(json.dumps(theme), safe='')}"
-    page.goto(f"{bot.base}/app{query}{fragment}")
-    return page
 
 
 def canvas_pixels(page: Any) -> np.ndarray:

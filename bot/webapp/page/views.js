@@ -1,6 +1,7 @@
 /* The page's views: the list of results, the viewer (before and after, strength and colours), a photo in
    every style; and what the user does there (keep, send, save HD, share to a story). */
 import { Said, api, finished } from "./api.js";
+import { startAdmin, stopAdmin, translateAdmin } from "./admin.js";
 import { keptColours, mix, oklab } from "./colour.js";
 import { applyTheme, client, connect, launch, offers, openedByTelegram, telegramUser } from "./telegram.js";
 import { followDivider } from "./divider.js";
@@ -23,9 +24,11 @@ function clearError() { $("error").hidden = true; }
 
 function show(view) {
   state.view = view;
-  for (const name of ["list", "viewer", "styles"]) $(name).hidden = name !== view;
+  for (const name of ["list", "viewer", "styles", "admin"]) $(name).hidden = name !== view;
   if (view === "viewer" && state.current) $("title").replaceChildren(isolated(state.current.style_name));
-  else $("title").textContent = view === "styles" ? T("styles") : T("title");
+  else $("title").textContent = T({ styles: "styles", admin: "admin" }[view] || "title");
+  $("open-admin").hidden = !state.admin || view !== "list";
+  if (view !== "admin") stopAdmin();
   const back = view !== "list";
   const tg = client.webApp;
   if (tg && tg.BackButton) back ? tg.BackButton.show() : tg.BackButton.hide();
@@ -37,7 +40,7 @@ function goBack() {
   clearError();
   $("status").textContent = "";
   if (state.view === "styles") show("viewer");
-  else if (state.view === "viewer") { show("list"); loadList(0); }
+  else if (state.view === "viewer" || state.view === "admin") { show("list"); loadList(0); }
 }
 
 async function loadList(offset) {
@@ -47,6 +50,8 @@ async function loadList(offset) {
     translate();
     state.results = offset ? state.results.concat(page.results) : page.results;
     state.more = page.more;
+    state.admin = Boolean(page.admin);  // the bot's admins have an admin view; the API checks each call anyway
+    $("open-admin").hidden = !state.admin || state.view !== "list";
     drawList();
   } catch (e) {
     showError(e);
@@ -83,6 +88,7 @@ function translate() {
                   "save-hd": "save_hd", "hd-link": "open_hd", "share-story": "share_story",
                   "story-link": "open_picture" };
   for (const [id, key] of Object.entries(words)) $(id).textContent = T(key);
+  translateAdmin();
   $("back").setAttribute("aria-label", T("back"));
   $("divider").setAttribute("aria-label", T("photo") + " / " + T("anime"));
   if (state.view === "list") $("title").textContent = T("title");
@@ -354,6 +360,7 @@ export async function start() {
   for (const id of ["hd-link", "story-link"]) $(id).addEventListener("click", openedByTelegram);
   $("back").addEventListener("click", goBack);
   $("more").addEventListener("click", () => loadList(state.results.length));
+  $("open-admin").addEventListener("click", () => { clearError(); show("admin"); startAdmin(showError); });
   show("list");
   if (!client.initData) { showError(new Said(T("unsigned"))); return; }
   const wanted = new URLSearchParams(location.search).get("r") || launch.get("r");
