@@ -43,6 +43,7 @@ NOTICE_WINDOW_S = 60.0  # refusals within this long of the last one edit it inst
 # photos are back, after midnight UTC (the daily quota), or in a minute (the queue full, the rate limit).
 NOT_TAKEN = {"per_user_limit": "not_taken", "clip_over_limit": "not_taken", "quota_reached": "not_taken_quota",
              "clip_over_quota": "not_taken_quota"}
+FINAL = ("blocked", "not_allowed")  # refusals no "send them again" follows: the first notice says it for the burst
 NOTICE_EDIT_EVERY_S = 2.0  # a burst's refusals are counted in one edit at most this often, not one edit each
 # A face style (made for aligned face crops) says so under a photo whose largest face is smaller than this
 # share of the photo's short side: a selfie's face fills half of it, group_3_faces' a fifth (drawn well),
@@ -160,7 +161,7 @@ class Replies:
             if notice is not None and now - notice.at < NOTICE_WINDOW_S:
                 notice.skipped += len(req.sources)
                 notice.at = now
-                if notice.editing is None:  # one edit says the count so far; later refusals wait for the next
+                if notice.editing is None and refusal.code not in FINAL:  # one edit says the count so far
                     delay = max(0.0, notice.edited_at + NOTICE_EDIT_EVERY_S - now)
                     then = NOT_TAKEN.get(refusal.code, "not_taken_later")
                     notice.editing = asyncio.create_task(self._count_in(req, text, then, notice, delay))

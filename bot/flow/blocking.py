@@ -4,6 +4,10 @@ The block is written in the user's turn at admission (bot/flow/admission.py), so
 halfway through it; from then on :meth:`~bot.flow.access.Access.refusal` refuses whatever they send. Their
 jobs already taken on are stopped where they are (waiting, downloading, drawing), as /forget stops them
 (bot/flow/running.py), and closed in the journal as refused, so a restart does not draw them either.
+
+A photo the bot accepted gets an answer, whatever happens; a blocked user's is never drawn. Both hold: each
+job stopped here is answered with the block's sentence ("Sorry, you can't use this bot.") where its
+drawing would have gone (the runner, bot/flow/runner.py), and nothing drawn for it is sent.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ class Blocking:
             return None
         async with self.runner.admission.turn(user_id):
             await self.blocked.block(user_id, by)
-        stopped = await self.runner.jobs.stop_all_of(user_id)
+        stopped = await self.runner.jobs.stop_all_of(user_id, blocked=True)  # each answered with the sentence
         for job_id in stopped:
             await self.runner.journal.finish_job(job_id, "refused", "blocked")
         log.info("user %s blocked by admin %s; %d job(s) of theirs stopped", user_id, by, len(stopped))

@@ -107,6 +107,11 @@ class JobRunner:
         else:
             await way.refuse(req, refusal)
 
+    async def _refused_for_block(self, req: Request) -> None:
+        """A photo taken on before its user was blocked: answered with the block's sentence, never drawn."""
+        with contextlib.suppress(TelegramError):
+            await self._refuse(req, Refusal("blocked", {}))
+
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button (see :meth:`RunningJobs.cancel`)."""
         return self.jobs.cancel(job_id, user_id)
@@ -134,8 +139,9 @@ class JobRunner:
             log.info("job %s: not answered; its user asked to be forgotten", req.job_id)
             return
         if self.admission.access.is_blocked(req.user_id):  # resumed, or taken on, as its user was being blocked
-            log.info("job %s: not answered; user %s is blocked", req.job_id, req.user_id)
+            log.info("job %s: not drawn; user %s is blocked", req.job_id, req.user_id)
             await self.journal.finish_job(req.job_id, "refused", "blocked")
+            await self._refused_for_block(req)
             return
         started = time.monotonic()
         lite = self.settings.fast_styles.get(req.style)
@@ -150,6 +156,8 @@ class JobRunner:
             except asyncio.CancelledError:
                 if job.forgotten:  # /forget stopped it where it was; a stop's jobs are answered after the restart
                     metrics.JOBS.labels("cancelled").inc()
+                if job.blocked:  # /block stopped it: answered, though not drawn
+                    await self._refused_for_block(req)
                 raise
             except Unwritable:  # the database logged why, once; the job stays open for the next start
                 log.warning("job %s: not answered, apologised: the database refuses writes", req.job_id)

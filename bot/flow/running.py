@@ -22,7 +22,8 @@ class RunningJob:
     user_id: int
     tickets: list[Ticket] = field(default_factory=list)
     cancelled: bool = False  # its user pressed Cancel
-    forgotten: bool = False  # stopped by its user's /forget or /block: counted as cancelled, never answered
+    forgotten: bool = False  # stopped by its user's /forget or /block: counted as cancelled, never drawn
+    blocked: bool = False  # stopped by /block: answered with the block's sentence instead (bot/flow/blocking.py)
 
     def waiting(self) -> bool:
         """Whether a photo of it is still queued, not yet on a worker."""
@@ -52,12 +53,12 @@ class RunningJobs:
     def all(self) -> list[RunningJob]:
         return list(self._jobs.values())
 
-    async def stop_all_of(self, user_id: int) -> list[str]:
+    async def stop_all_of(self, user_id: int, blocked: bool = False) -> list[str]:
         """/forget and /block: stop every job of ``user_id`` where it is (waiting, downloading, drawing) and
         wait until each has ended; return their ids. Their photos leave the pool with them."""
         jobs = {job_id: job for job_id, job in self._jobs.items() if job.user_id == user_id}
         for job in jobs.values():
-            job.forgotten = True
+            job.forgotten, job.blocked = True, blocked
             job.task.cancel()
         await asyncio.gather(*(job.task for job in jobs.values()), return_exceptions=True)
         return list(jobs)

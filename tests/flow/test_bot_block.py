@@ -1,6 +1,7 @@
 """/block, /unblock and /blocked through the real bot, on the fake Bot API: a blocked user's photo, press,
 inline query and Mini App call each get one sentence and nothing is drawn; the block outlives a restart;
-a non-admin's /block is an unknown command and touches no one."""
+a non-admin's /block is an unknown command and touches no one. A photo being drawn when the block comes is
+answered, not drawn."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,9 @@ from testkit.fake_telegram import FakeTelegram
 from testkit.journal import journal_rows
 from testkit.pictures import synthetic_photo
 from testkit.redis_server import free_port
-from testkit.replies import final_answer
+from testkit.replies import final_answer, is_status
 from testkit.webapp import URL, App, drawn_photo
+from testkit.worker_harness import held
 from weights.store import ModelStore
 
 ADMIN, USER, OTHER = 9101, 9102, 9103
@@ -96,3 +98,39 @@ def test_an_admin_blocks_and_unblocks_and_the_block_outlives_a_restart(tiny_stor
             assert App(bot, fake, port).get("/app/api/results", USER).status == 200
             assert said(fake, ADMIN, f"/unblock {USER}") == f"User {USER} was not blocked."
             assert said(fake, ADMIN, "/blocked") == "Nobody is blocked."
+
+
+def test_a_photo_being_drawn_as_its_user_is_blocked_is_answered_not_drawn(tiny_store: ModelStore, tmp_path: Path) -> None:
+    """The bot answers every photo it accepted, and never draws for a blocked user: a photo on the worker and
+    one waiting when the block comes are answered, as a burst of refusals is, by one "Sorry, you can't use this
+    bot." (their "In queue" and "Drawing" messages removed), and what the worker makes of the first is thrown
+    away. Their jobs are closed as refused, so a restart does not draw them either."""
+    home = tmp_path / "bot"
+    chat, user = private_chat(USER)
+    with FakeTelegram() as fake:
+        port = free_port()
+        with serve(fake, home, tiny_store.home, port) as bot:
+            app = App(bot, fake, port)
+
+            def queue() -> tuple[int, int]:
+                """Photos waiting, and on the worker, as the admin page reads them."""
+                now = app.get("/app/api/admin", ADMIN).json()["queue"]
+                return now["waiting"], now["drawing"]
+
+            (pid,) = bot.worker_pids().values()
+            with held(pid):  # the worker takes the first photo and draws nothing; the second waits
+                photos = [fake.photo_message(chat, user, synthetic_photo(seed=seed)) for seed in (1, 2)]
+                fake.wait_for(lambda: queue() == (1, 1), 60)
+                told = len(fake.messages_to(USER))
+                assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
+                (answer,) = fake.wait_for(lambda: [m for m in fake.messages_to(USER)[told:] if not is_status(m)], 60)
+                assert answer.params["text"] == BLOCKED  # in reply to one of them: whichever job stopped first
+                assert answer.params["reply_parameters"]["message_id"] in [p["message_id"] for p in photos]
+                fake.wait_for(lambda: not [m for m in fake.messages_to(USER)
+                                           if is_status(m) and (USER, m.result["message_id"]) in fake.messages], 60)
+                assert [m.params["text"] for m in fake.messages_to(USER)[told:] if not is_status(m)] == [BLOCKED]
+            fake.wait_for(lambda: queue() == (0, 0), 60)  # the worker has finished it, for nobody
+            assert not fake.calls_to("sendPhoto", USER)
+            states = journal_rows(home, f"SELECT state, outcome FROM jobs WHERE user_id = {USER}")
+            assert states == [("refused", "blocked")] * 2
+
