@@ -122,8 +122,9 @@ class FakeTelegram:
         self.chat_admins: dict[int, set[int]] = {}  # group chat id -> its admins' user ids (getChatMember)
         self.webhook: dict[str, Any] = {}
         self.menu_button: dict[str, Any] | None = None  # what setChatMenuButton last set (None: never called)
-        # The bot's profile as Telegram keeps it: ("commands", scope type, language code) -> the commands,
-        # ("description" or "short_description", "", language code) -> the text; "" is the default's code.
+        # The bot's profile as Telegram keeps it: ("commands", scope type, language code) -> the commands (a chat's
+        # scope is "chat:ID"), ("description" or "short_description", "", language code) -> the text; "" is the
+        # default's code.
         self.profile: dict[tuple[str, str, str], Any] = {}
         # Called with (method, params) as each request arrives; True drops it unanswered and
         # unrecorded, as if the connection died before Telegram took it (a test's crash point).
@@ -396,8 +397,9 @@ class FakeTelegram:
         code = params.get("language_code") or ""
         if code and not re.fullmatch(r"[a-z]{2}", code):
             raise ApiError(400, "Bad Request: invalid language code specified")
-        scope = (params.get("scope") or {"type": "default"})["type"] if what == "commands" else ""
-        return what, scope, code
+        scope = params.get("scope") or {"type": "default"}
+        named = scope["type"] + (f":{scope['chat_id']}" if "chat_id" in scope else "") if what == "commands" else ""
+        return what, named, code
 
     def _m_setMyCommands(self, params: dict[str, Any], files: dict[str, bytes]) -> Any:
         commands = params.get("commands") or []

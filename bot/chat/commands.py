@@ -39,7 +39,7 @@ async def gate(update: Update, context: Context) -> None:
     rights = context.bot_data.get(Rights)
     user, chat = update.effective_user, update.effective_chat
     why = rights.access.refusal(user.id if user else None, chat.id if chat else None)
-    if why is None:
+    if why is None or (why == "blocked" and _about_their_data(update)):
         return
     log.info("update %s: user %s in chat %s refused (%s)", update.update_id,
              user.id if user else "-", chat.id if chat else "-", why)
@@ -55,6 +55,17 @@ async def gate(update: Update, context: Context) -> None:
         if message.chat.type == "private" or asked:
             await message.reply_text(t(lang, why), do_quote=True)
     raise ApplicationHandlerStop
+
+
+def _about_their_data(update: Update) -> bool:
+    """What a blocked user may still do in their private chat: read what is kept (/privacy) and have it deleted
+    (/forget, and its buttons). A block stops the bot drawing for them, not their say over their own data."""
+    if (query := update.callback_query) is not None:
+        return bool(keyboards.FORGET_YES.match(query.data or "") or keyboards.FORGET_NO.match(query.data or ""))
+    message = update.effective_message
+    if message is None or message.chat.type != "private" or not message.text:
+        return False
+    return message.text.split()[0].split("@")[0] in ("/forget", "/privacy")
 
 
 async def stats_command(incoming: Incoming, stats: Stats) -> None:

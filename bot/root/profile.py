@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from telegram import Bot, BotCommand, BotCommandScope, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats
+from telegram import (Bot, BotCommand, BotCommandScope, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats,
+                      BotCommandScopeChat)
 from telegram.error import TelegramError
 
 from bot.words.catalogue import LANGS, profile_code, t
@@ -21,14 +22,18 @@ log = logging.getLogger(__name__)
 # The commands in Telegram's menus; each is described by the sentence command_<name> (group_command_<name>).
 PRIVATE_COMMANDS = ("start", "style", "settings", "lang", "help", "about", "privacy", "forget")
 GROUP_COMMANDS = ("anime", "sticker", "settings", "help")
+# An admin's private chat has a menu of its own (a chat's scope wins over all private chats'): everyone's, and these.
+ADMIN_COMMANDS = ("stats", "block", "unblock", "blocked")
 
 
-async def publish_profile(bot: Bot) -> int:
-    """Bring the profile in every language in step with the catalogue; returns how many parts were set."""
+async def publish_profile(bot: Bot, admins: frozenset[int] = frozenset()) -> int:
+    """Bring the profile in every language in step with the catalogue, the ``admins``' own menus too; returns
+    how many parts were set. An id dropped from the admins keeps its menu, whose commands then answer as
+    unknown ones: Telegram cannot be asked which chats have a menu of their own."""
     changed = 0
     for lang in LANGS:
         try:
-            changed += await _publish(bot, lang, profile_code(lang))
+            changed += await _publish(bot, lang, profile_code(lang), admins)
         except TelegramError as exc:
             log.warning("could not set the bot's profile in %s: %s: %s", lang, exc.__class__.__name__, exc.message)
     if changed:
@@ -36,11 +41,12 @@ async def publish_profile(bot: Bot) -> int:
     return changed
 
 
-async def _publish(bot: Bot, lang: str, code: str | None) -> int:
+async def _publish(bot: Bot, lang: str, code: str | None, admins: frozenset[int]) -> int:
     changed = 0
     menus: list[tuple[BotCommandScope, str, tuple[str, ...]]] = [
         (BotCommandScopeAllPrivateChats(), "command_", PRIVATE_COMMANDS),
-        (BotCommandScopeAllGroupChats(), "group_command_", GROUP_COMMANDS)]
+        (BotCommandScopeAllGroupChats(), "group_command_", GROUP_COMMANDS),
+        *((BotCommandScopeChat(admin), "command_", PRIVATE_COMMANDS + ADMIN_COMMANDS) for admin in sorted(admins))]
     for scope, prefix, names in menus:
         wanted = [BotCommand(name, t(lang, prefix + name)) for name in names]
         if list(await bot.get_my_commands(scope=scope, language_code=code)) != wanted:

@@ -101,7 +101,7 @@ async def open_state(app: Application, cfg: Config, styles: Styles) -> BotState:
     st = BotState(runner, journal, pool, db, stores, buttons, styles, access, forgetting,
                   Blocking(runner, access, stores.blocked), hd, downloads)
     app.bot_data.put(*_chat_needs(st, cfg))
-    await publish_profile(app.bot)
+    await publish_profile(app.bot, cfg.admins)
     await _menu_button(app, cfg.webapp_url)
     log.info("bot @%s ready: styles %s (default %s), %s, queue %d (%d a person), max side %d",
              app.bot.username, ",".join(styles.names), styles.default, pool.healthy()[1], cfg.queue_size,

@@ -1,17 +1,20 @@
 """/block, /unblock and /blocked through the real bot, on the fake Bot API: a blocked user's photo, press,
 inline query and Mini App call each get one sentence and nothing is drawn; the block outlives a restart;
 a non-admin's /block is an unknown command and touches no one. A photo being drawn when the block comes is
-answered, not drawn."""
+answered, not drawn; a blocked user may still /forget; the admins' menus list their commands."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from bot.root.profile import ADMIN_COMMANDS, PRIVATE_COMMANDS
+from bot.words.catalogue import LANGS, profile_code, t
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import bot_in_process
 from testkit.fake_telegram import FakeTelegram
 from testkit.journal import journal_rows
 from testkit.pictures import synthetic_photo
+from testkit.privacy import forget
 from testkit.redis_server import free_port
 from testkit.replies import final_answer, is_status
 from testkit.webapp import URL, App, drawn_photo
@@ -134,3 +137,27 @@ def test_a_photo_being_drawn_as_its_user_is_blocked_is_answered_not_drawn(tiny_s
             states = journal_rows(home, f"SELECT state, outcome FROM jobs WHERE user_id = {USER}")
             assert states == [("refused", "blocked")] * 2
 
+
+def test_a_blocked_user_may_still_read_privacy_and_forget_and_admins_have_their_menu(tiny_store: ModelStore,
+                                                                                    tmp_path: Path) -> None:
+    """A block stops the drawing, not a user's say over their data: /privacy and /forget (and its buttons) still
+    work for them, and the block stays. The admins' own private chats list the admin commands in the menu, in
+    each language, beside everyone's; nobody else's does."""
+    home = tmp_path / "bot"
+    chat, user = private_chat(USER)
+    with FakeTelegram() as fake:
+        with serve(fake, home, tiny_store.home, free_port()):
+            for lang in LANGS:
+                code = profile_code(lang) or ""
+                assert [(c["command"], c["description"]) for c in fake.profile["commands", f"chat:{ADMIN}", code]] == \
+                    [(name, t(lang, f"command_{name}")) for name in PRIVATE_COMMANDS + ADMIN_COMMANDS]
+            assert {scope for _, scope, _ in fake.profile} == {"", "all_private_chats", "all_group_chats", f"chat:{ADMIN}"}
+
+            assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=1))) == "photo"
+            assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
+            assert said(fake, USER, "/privacy").startswith("What I keep")
+            assert forget(fake, chat, user).startswith("Done.")
+            assert jobs_of(home, USER) == 0
+            assert f"User {USER}, blocked by {ADMIN}" in said(fake, ADMIN, "/blocked")
+            assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=2))) == BLOCKED
+            assert said(fake, USER, "/start") == BLOCKED
