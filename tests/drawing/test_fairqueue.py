@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.drawing.fairqueue import FairQueue, Ticket
+from bot.drawing.pool import Pool, WorkerView
 from inference.drawer import WorkOrder
 from inference.pipeline import ConvertSettings
 
@@ -96,5 +97,45 @@ def test_a_worker_waiting_for_work_wakes_when_a_photo_arrives() -> None:
         assert not waiter.done()
         queue.put(task(1, 0))
         await asyncio.wait_for(waiter, 5)
+
+    asyncio.run(go())
+
+
+class OneWorker(Pool):
+    """A pool whose one worker holds ``on_worker``: all :meth:`Pool.lines` needs besides the queue."""
+
+    def __init__(self) -> None:
+        super().__init__(queue_size=10, timeout_s=60)
+        self.on_worker: list[Ticket] = []
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    size = running = property(lambda self: len(self.on_worker))
+
+    def healthy(self) -> tuple[bool, str]:
+        return True, "one worker"
+
+    def workers(self) -> list[WorkerView]:
+        return []
+
+    def drawing(self) -> list[Ticket]:
+        return self.on_worker
+
+
+def test_the_admin_page_s_lines_say_whose_photos_wait_and_are_drawn_the_longest_wait_first() -> None:
+    async def go() -> None:
+        pool = OneWorker()
+        drawn, *waiting = [task(1, 0), task(2, 0), task(1, 1), task(3, 0)]
+        for ticket, queued_s_ago in zip(waiting, (30, 5, 12)):
+            ticket.queued_at -= queued_s_ago
+            pool.queue.put(ticket)
+        pool.on_worker.append(drawn)
+        lines = pool.lines()
+        assert [(line.user_id, line.waiting, line.drawing, round(line.oldest_s)) for line in lines] == \
+            [(2, 1, 0, 30), (3, 1, 0, 12), (1, 1, 1, 5)]
+        waiting[0].result.cancel()  # given up while it waited: nobody's line
+        assert [line.user_id for line in pool.lines()] == [3, 1]
+        pool.on_worker.clear()  # drawn: user 1 has only the one waiting
+        assert [(line.user_id, line.waiting, line.drawing) for line in pool.lines()] == [(3, 1, 0), (1, 1, 0)]
 
     asyncio.run(go())

@@ -114,6 +114,15 @@ def test_user_prefs_and_stats(tmp_path: Path) -> None:
         await stores.counters.bump("cache_hits")
         await stores.counters.bump("cache_hits", 2)
         assert (await stores.counters.all())["cache_hits"] == 3
+        # The admin page's day: counted by UTC day, read back whether flushed or not, yesterday's apart.
+        midnight = 86400.0 * 20_000
+        for name, at in (("photos", midnight - 1), ("photos", midnight), ("clips", midnight + 5), ("photos", midnight + 9)):
+            await stores.counters.bump_today(name, now=at)
+        assert await stores.counters.today(now=midnight + 60) == {"photos": 2, "clips": 1}
+        await stores.counters.flush()
+        await stores.counters.bump_today("hd", now=midnight + 70)
+        assert await stores.counters.today(now=midnight + 80) == {"photos": 2, "clips": 1, "hd": 1}
+        assert await stores.counters.today(now=midnight - 80) == {"photos": 1}
         await cache_db.close()
 
     run(scenario())
