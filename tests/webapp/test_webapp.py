@@ -14,6 +14,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -30,7 +31,8 @@ from testkit.journal import drawn_by, journal_rows
 from testkit.redis_server import RedisServer, free_port
 from testkit.webapp import QUOTA, URL, App, call, drawn_photo, init_data
 from testkit.words import sentences
-from testkit.worker_harness import start_worker
+from testkit.wait import wait_for
+from testkit.worker_harness import caught_drawing, start_worker
 from weights.store import ModelStore
 
 
@@ -357,10 +359,12 @@ def test_after_a_restart_the_journal_says_how_the_pages_job_ended(tiny_store: Mo
 
 def test_scaled_out_the_pages_drawings_cross_redis_to_the_workers(redis_server: RedisServer, tiny_store: ModelStore,
                                                                    tmp_path: Path) -> None:
-    """Two `animebot worker`s draw what the page asks for, through Celery over Redis; the chat hears nothing."""
+    """Two `animebot worker`s draw what the page asks for, through Celery over Redis; the chat hears nothing. The
+    admin view names the worker processes from their heartbeats, and whose photo one of them is drawing."""
     uid, port = 6901, free_port()
     env = {"ANIMEBOT_STYLE": "tiny", "ANIMEBOT_BACKEND": "onnxruntime", "ANIMEBOT_RATE_PER_MINUTE": "0",
-           "ANIMEBOT_METRICS_PORT": str(port), "ANIMEBOT_WEBAPP_URL": URL, "ANIMEBOT_BROKER_URL": redis_server.url()}
+           "ANIMEBOT_METRICS_PORT": str(port), "ANIMEBOT_WEBAPP_URL": URL, "ANIMEBOT_BROKER_URL": redis_server.url(),
+           "ANIMEBOT_ADMINS": str(uid)}
     with FakeTelegram() as fake:
         workers = [start_worker(tmp_path / f"worker{i}", tiny_store.home, redis_server.url(), ANIMEBOT_BACKEND="onnxruntime",
                                 ANIMEBOT_STYLE="tiny") for i in range(2)]
@@ -380,6 +384,20 @@ def test_scaled_out_the_pages_drawings_cross_redis_to_the_workers(redis_server: 
             assert all(f"(job {job})" in drew for job in jobs), drew  # a worker drew each, not the bot
             assert len(fake.messages_to(uid)) == chat_before
             assert {r["id"] for r in app.results(uid)} == {first["id"], *(r["id"] for r in kept)}
+
+            job = app.post("/app/api/draw", uid, {"id": first["id"], "style": "tiny", "strength": 45,
+                                                  "keep_colours": False}).json()["job"]
+            with caught_drawing(workers, redis_server.url()):  # held mid-photo: look before its beat goes stale
+                def admin_view() -> dict[str, Any] | None:
+                    view: dict[str, Any] = app.get("/app/api/admin", uid).json()
+                    return view if view["queue"]["users"] and any(w["busy"] for w in view["workers"]) else None
+
+                view = wait_for(admin_view, 5, "the held drawing in the admin view", interval=0.5)
+                assert view["queue"]["users"] == [{"user": uid, "waiting": 0, "drawing": 1, "oldest_s": 0}]
+                assert len(view["workers"]) >= 2 and [w["busy"] for w in view["workers"]].count(True) == 1
+                assert all(w["styles"] == ["tiny"] for w in view["workers"])
+            assert app.finished(job, uid)["state"] == "done"
+            assert app.get("/app/api/admin", uid).json()["today"]["photos"] == 4  # the chat's photo, three redraws
             assert "Traceback" not in bot.log() + drew
         finally:
             for process in (bot, *workers):
