@@ -4,6 +4,8 @@ a non-admin's /block is an unknown command and touches no one. A photo being dra
 answered, not drawn; a blocked user may still /forget; the admins' menus list their commands."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,15 @@ def serve(fake: FakeTelegram, home: Path, models: Path, port: int) -> Any:
     return bot_in_process(fake, home, models, ANIMEBOT_STYLE="tiny", ANIMEBOT_BACKEND="onnxruntime",
                           ANIMEBOT_RATE_PER_MINUTE="0", ANIMEBOT_ADMINS=str(ADMIN),
                           ANIMEBOT_METRICS_PORT=str(port), ANIMEBOT_WEBAPP_URL=URL)
+
+
+@contextlib.contextmanager
+def one_bot(home: Path, models: Path) -> Iterator[tuple[FakeTelegram, App]]:
+    """The fake Bot API with the bot on it, and the bot's HTTP server as the Mini App calls it."""
+    with FakeTelegram() as fake:
+        port = free_port()
+        with serve(fake, home, models, port) as bot:
+            yield fake, App(bot, fake, port)
 
 
 def test_an_admin_blocks_and_unblocks_and_the_block_outlives_a_restart(tiny_store: ModelStore,
@@ -110,32 +121,28 @@ def test_a_photo_being_drawn_as_its_user_is_blocked_is_answered_not_drawn(tiny_s
     away. Their jobs are closed as refused, so a restart does not draw them either."""
     home = tmp_path / "bot"
     chat, user = private_chat(USER)
-    with FakeTelegram() as fake:
-        port = free_port()
-        with serve(fake, home, tiny_store.home, port) as bot:
-            app = App(bot, fake, port)
+    with one_bot(home, tiny_store.home) as (fake, app):
+        def queue() -> tuple[int, int]:
+            """Photos waiting, and on the worker, as the admin page reads them."""
+            now = app.get("/app/api/admin", ADMIN).json()["queue"]
+            return now["waiting"], now["drawing"]
 
-            def queue() -> tuple[int, int]:
-                """Photos waiting, and on the worker, as the admin page reads them."""
-                now = app.get("/app/api/admin", ADMIN).json()["queue"]
-                return now["waiting"], now["drawing"]
-
-            (pid,) = bot.worker_pids().values()
-            with held(pid):  # the worker takes the first photo and draws nothing; the second waits
-                photos = [fake.photo_message(chat, user, synthetic_photo(seed=seed)) for seed in (1, 2)]
-                fake.wait_for(lambda: queue() == (1, 1), 60)
-                told = len(fake.messages_to(USER))
-                assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
-                (answer,) = fake.wait_for(lambda: [m for m in fake.messages_to(USER)[told:] if not is_status(m)], 60)
-                assert answer.params["text"] == BLOCKED  # in reply to one of them: whichever job stopped first
-                assert answer.params["reply_parameters"]["message_id"] in [p["message_id"] for p in photos]
-                fake.wait_for(lambda: not [m for m in fake.messages_to(USER)
-                                           if is_status(m) and (USER, m.result["message_id"]) in fake.messages], 60)
-                assert [m.params["text"] for m in fake.messages_to(USER)[told:] if not is_status(m)] == [BLOCKED]
-            fake.wait_for(lambda: queue() == (0, 0), 60)  # the worker has finished it, for nobody
-            assert not fake.calls_to("sendPhoto", USER)
-            states = journal_rows(home, f"SELECT state, outcome FROM jobs WHERE user_id = {USER}")
-            assert states == [("refused", "blocked")] * 2
+        (pid,) = app.bot.worker_pids().values()
+        with held(pid):  # the worker takes the first photo and draws nothing; the second waits
+            photos = [fake.photo_message(chat, user, synthetic_photo(seed=seed)) for seed in (1, 2)]
+            fake.wait_for(lambda: queue() == (1, 1), 60)
+            told = len(fake.messages_to(USER))
+            assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
+            (answer,) = fake.wait_for(lambda: [m for m in fake.messages_to(USER)[told:] if not is_status(m)], 60)
+            assert answer.params["text"] == BLOCKED  # in reply to one of them: whichever job stopped first
+            assert answer.params["reply_parameters"]["message_id"] in [p["message_id"] for p in photos]
+            fake.wait_for(lambda: not [m for m in fake.messages_to(USER)
+                                       if is_status(m) and (USER, m.result["message_id"]) in fake.messages], 60)
+            assert [m.params["text"] for m in fake.messages_to(USER)[told:] if not is_status(m)] == [BLOCKED]
+        fake.wait_for(lambda: queue() == (0, 0), 60)  # the worker has finished it, for nobody
+        assert not fake.calls_to("sendPhoto", USER)
+        states = journal_rows(home, f"SELECT state, outcome FROM jobs WHERE user_id = {USER}")
+        assert states == [("refused", "blocked")] * 2
 
 
 def test_a_blocked_user_may_still_read_privacy_and_forget_and_admins_have_their_menu(tiny_store: ModelStore,
@@ -145,19 +152,18 @@ def test_a_blocked_user_may_still_read_privacy_and_forget_and_admins_have_their_
     each language, beside everyone's; nobody else's does."""
     home = tmp_path / "bot"
     chat, user = private_chat(USER)
-    with FakeTelegram() as fake:
-        with serve(fake, home, tiny_store.home, free_port()):
-            for lang in LANGS:
-                code = profile_code(lang) or ""
-                assert [(c["command"], c["description"]) for c in fake.profile["commands", f"chat:{ADMIN}", code]] == \
-                    [(name, t(lang, f"command_{name}")) for name in PRIVATE_COMMANDS + ADMIN_COMMANDS]
-            assert {scope for _, scope, _ in fake.profile} == {"", "all_private_chats", "all_group_chats", f"chat:{ADMIN}"}
+    with one_bot(home, tiny_store.home) as (fake, _):
+        for lang in LANGS:
+            code = profile_code(lang) or ""
+            assert [(c["command"], c["description"]) for c in fake.profile["commands", f"chat:{ADMIN}", code]] == \
+                [(name, t(lang, f"command_{name}")) for name in PRIVATE_COMMANDS + ADMIN_COMMANDS]
+        assert {scope for _, scope, _ in fake.profile} == {"", "all_private_chats", "all_group_chats", f"chat:{ADMIN}"}
 
-            assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=1))) == "photo"
-            assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
-            assert said(fake, USER, "/privacy").startswith("What I keep")
-            assert forget(fake, chat, user).startswith("Done.")
-            assert jobs_of(home, USER) == 0
-            assert f"User {USER}, blocked by {ADMIN}" in said(fake, ADMIN, "/blocked")
-            assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=2))) == BLOCKED
-            assert said(fake, USER, "/start") == BLOCKED
+        assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=1))) == "photo"
+        assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
+        assert said(fake, USER, "/privacy").startswith("What I keep")
+        assert forget(fake, chat, user).startswith("Done.")
+        assert jobs_of(home, USER) == 0
+        assert f"User {USER}, blocked by {ADMIN}" in said(fake, ADMIN, "/blocked")
+        assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=2))) == BLOCKED
+        assert said(fake, USER, "/start") == BLOCKED
