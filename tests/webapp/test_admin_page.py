@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bot.words.catalogue import t
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import serving
 from testkit.browser import chromium, phone
@@ -114,5 +115,22 @@ def test_the_admin_view_shows_the_queue_today_the_workers_and_a_block_it_lifts(a
         assert said(app, ADMIN, "/blocked") == "Nobody is blocked."
         assert final_answer(fake, fake.photo_message(chat, user, synthetic_photo(seed=24))) == "photo"
         expect(page.locator("#admin-top li").first).to_have_text(f"{USER}: 4", timeout=30_000)
+    finally:
+        page.close()
+
+
+def test_the_admin_view_reads_right_to_left_in_persian_and_fits_a_phone(admin_app: App, browser: Any,
+                                                                       tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    page = phone(browser, admin_app, ADMIN, DARK, lang="fa")
+    try:
+        page.locator("#open-admin").click(timeout=30_000)
+        expect(page.locator("#title")).to_have_text(t("fa", "page_admin"))
+        expect(page.locator("#admin-workers-head")).to_have_text(t("fa", "page_admin_workers"))
+        expect(page.locator("#admin-workers li")).to_have_count(1)
+        assert page.evaluate("() => document.documentElement.dir") == "rtl"
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 360
+        page.screenshot(path=str(tmp_path / "fa.png"))
     finally:
         page.close()

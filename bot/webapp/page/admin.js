@@ -35,7 +35,8 @@ export function stopAdmin() {
   timer = null;
 }
 
-// A line of the list: its words, and a button at its end if any.
+// A line of the list: its words, and a button at its end if any. Ids, names and dates go in isolated (words.js),
+// so that in Arabic or Persian each keeps its own order and the line reads right to left around them.
 function row(words, button, className) {
   const li = document.createElement("li");
   const span = document.createElement("span");
@@ -56,10 +57,10 @@ function draw(data, failed) {
   const d = data.today;
   $("admin-today").textContent = T("admin_today_line", { photos: d.photos, clips: d.clips, hd: d.hd });
   $("admin-top-head").hidden = !d.top.length;
-  $("admin-top").replaceChildren(...d.top.map((u) => row([isolated(String(u.user)), ": ", String(u.photos)])));
+  $("admin-top").replaceChildren(...d.top.map((u) => row([isolated(String(u.user)), ": ", isolated(String(u.photos))])));
   drawBlocked(data.blocked, failed);
   $("admin-workers").replaceChildren(...data.workers.map((w) =>
-    row([isolated(w.name), ` · ${w.styles.join(", ")} · ${w.engine} · `,
+    row([isolated(w.name), " · ", isolated(w.styles.join(", ")), " · ", isolated(w.engine), " · ",
          T(w.busy ? "admin_worker_drawing" : "admin_worker_idle")], null, w.busy ? "drawing" : "")));
   if (!data.workers.length) $("admin-workers").replaceChildren(row([T("admin_workers_none"), " (", data.health, ")"]));
 }
@@ -72,7 +73,7 @@ function drawBlocked(blocked, failed) {
     button.dataset.user = b.user;
     button.addEventListener("click", () => unblock(b.user, button, failed));
     const when = new Date(b.at * 1000).toISOString().slice(0, 16).replace("T", " ");
-    return row([isolated(String(b.user)), ` · ${when} UTC`], button);
+    return row([isolated(String(b.user)), " · ", isolated(`${when} UTC`)], button);
   }));
   if (!blocked.length) $("admin-blocked").replaceChildren(row([T("admin_blocked_none")]));
 }
