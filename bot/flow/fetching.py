@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -81,7 +82,8 @@ class Downloads:
         return Path(path) if os.path.isabs(path) else None
 
     def _too_big(self, size: int) -> Failed:
-        return Failed("file_too_big", size_mb=size / 2**20, limit_mb=self.limit >> 20)
+        """The refusal, its size rounded up: a file a little over a 20 MB limit is "21 MB", never "20 MB"."""
+        return Failed("file_too_big", size_mb=math.ceil(size / 2**20), limit_mb=self.limit >> 20)
 
 
 class Fetcher:

@@ -65,7 +65,7 @@ def test_a_file_over_the_operators_limit_is_refused_in_one_sentence_without_fetc
         bot: tuple[InProcessBot, FakeTelegram]) -> None:
     _, fake = bot
     chat, user = private_chat(5103)
-    msg = fake.document_message(chat, user, b"\xff\xd8" + bytes((LIMIT_MB + 5) << 20), "huge.jpg", "image/jpeg")
+    msg = fake.document_message(chat, user, b"\xff\xd8" + bytes(((LIMIT_MB + 4) << 20) + 1), "huge.jpg", "image/jpeg")
     answer = first_answer(fake, msg)
     assert answer.params["text"] == (f"That file is {LIMIT_MB + 5} MB; I can only fetch files up to {LIMIT_MB} MB. "
                                      "Please send a smaller one.")
