@@ -248,7 +248,8 @@ def test_with_a_local_bot_api_a_34_mb_png_is_read_off_the_volume_the_server_shar
         project("up", "--detach", "animebot")
         png = grainy_png(photo("large_1365x2048.jpg"), 34 << 20)
         message = fake.document_message(*private_chat(4930), png, "portrait.png", "image/png")
-        answered(fake, message)
+        fake.wait_for(lambda: labels(fake, message, "sendPhoto", "sendMessage"), 600, "an answer")
+        assert labels(fake, message) == ["photo"], project.logs("animebot")
         assert fake.downloads == []  # read off the volume, never over HTTP
         project("stop", "animebot")
     log = project.logs("animebot")
