@@ -101,14 +101,14 @@ class FakeTelegram:
     """The server. Use as a context manager, or ``start()`` and ``stop()``."""
 
     def __init__(self, missing: tuple[str, ...] = (), host: str = "127.0.0.1", local_dir: Path | None = None,
-                 served_at: Path | None = None, first_update: int = 1000) -> None:
+                 served_at: Path | None = None, after: FakeTelegram | None = None) -> None:
         """``host``: the address to listen on; another than loopback only for containers on an internal
         Docker network, which reach this machine at the network's gateway (tests/deploy/test_docker.py).
         ``local_dir``: be a server in local mode, keeping the files it hands out in this folder;
         ``served_at``: the folder's path as the server's own container sees it (a Docker volume's
-        mount point written from this machine), which its getFile gives. ``first_update``: the first update's
-        id; past the last one another fake gave, for a bot it serves after that one (Telegram's only grow, and
-        a bot skips what it has seen)."""
+        mount point written from this machine), which its getFile gives. ``after``: another fake this one
+        takes over a bot from; its update ids and file ids carry on from that one's, as Telegram's are never
+        given twice (a bot skips an update id it has seen, and knows a file by its unique id)."""
         self.local_dir = local_dir
         self.served_at = served_at
         # A server in local mode whose data folder the bot does not have (not mounted in the bot's container,
@@ -139,9 +139,9 @@ class FakeTelegram:
         self.sticker_uploads: dict[str, int] = {}  # file_id of an uploadStickerFile -> the user it was uploaded for
         self._updates: list[dict[str, Any]] = []
         self.pushed: list[int] = []  # every update id handed out, for tests that wait until all are handled
-        self._update_ids = itertools.count(first_update)
+        self._update_ids = itertools.count(max(after.pushed, default=999) + 1 if after else 1000)
         self._message_ids: dict[int, itertools.count[int]] = {}
-        self._file_ids = itertools.count(1)
+        self._file_ids = itertools.count(next(after._file_ids) if after else 1)
         self._cond = threading.Condition()
         self._server = _Server((host, 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -242,7 +242,7 @@ def test_with_a_local_bot_api_a_34_mb_png_is_read_off_the_volume_the_server_shar
     mountpoint = Path(docker("volume", "inspect", "--format", "{{.Mountpoint}}", volume).stdout.strip())
     assert stage.fake is not None, "runs after the embedded test, which started the bot on Telegram's API"
     with FakeTelegram(host=project.gateway(), local_dir=mountpoint, served_at=Path("/var/lib/telegram-bot-api"),
-                      first_update=max(stage.fake.pushed) + 1) as fake:
+                      after=stage.fake) as fake:
         project.settings(TELEGRAM_BOT_TOKEN=TOKEN, TELEGRAM_API_BASE_URL=fake.base_url, TELEGRAM_API_LOCAL="true",
                          **PASSWORDS)
         project("up", "--detach", "animebot")
@@ -250,6 +250,9 @@ def test_with_a_local_bot_api_a_34_mb_png_is_read_off_the_volume_the_server_shar
         message = fake.document_message(*private_chat(4930), png, "portrait.png", "image/png")
         fake.wait_for(lambda: labels(fake, message, "sendPhoto", "sendMessage"), 600, "an answer")
         assert labels(fake, message) == ["photo"], project.logs("animebot")
+        sent = fake.sent_file(next(c for c in fake.replies_to(message) if c.method == "sendPhoto"), "photo")
+        drawn, source = Image.open(io.BytesIO(sent)), Image.open(io.BytesIO(png))
+        assert abs(drawn.width / drawn.height - source.width / source.height) < 0.01  # this photo, drawn whole
         assert fake.downloads == []  # read off the volume, never over HTTP
         project("stop", "animebot")
     log = project.logs("animebot")
