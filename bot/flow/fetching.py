@@ -21,6 +21,7 @@ from telegram.error import BadRequest, NetworkError
 from bot.flow.errand import Fetched
 from bot.flow.requests import Failed, Request, Source
 from bot.flow.retry import retrying
+from bot.service.config import CLOUD_DOWNLOAD_MB
 from bot.styles import Styles
 from inference import clip_io
 from inference.clips import is_clip
@@ -50,7 +51,7 @@ class Downloads:
             data = await self._bytes_of(file, what)
         except BadRequest as exc:
             if "too big" in exc.message.lower():
-                raise self._too_big(size or self.limit) from None
+                raise self._refused_as_too_big(what, size) from None
             log.warning("%s: getFile refused: %s", what, exc.message)
             raise Failed("download_failed") from None
         except NetworkError as exc:
@@ -81,9 +82,19 @@ class Downloads:
         path = file_path.removeprefix(self.bot.base_file_url + "/")
         return Path(path) if os.path.isabs(path) else None
 
-    def _too_big(self, size: int) -> Failed:
+    def _too_big(self, size: int, limit: int | None = None) -> Failed:
         """The refusal, its size rounded up: a file a little over a 20 MB limit is "21 MB", never "20 MB"."""
-        return Failed("file_too_big", size_mb=math.ceil(size / 2**20), limit_mb=self.limit >> 20)
+        return Failed("file_too_big", size_mb=math.ceil(size / 2**20), limit_mb=(limit or self.limit) >> 20)
+
+    def _refused_as_too_big(self, what: str, size: int | None) -> Failed:
+        """The Bot API's own "file is too big". Within our limit, the server is not in local mode (Telegram's
+        own, or one run without --local): the user hears Telegram's 20 MB, and the operator why."""
+        if size and size <= self.limit and self.bot.local_mode:
+            log.warning("%s: the Bot API refused a %d MB file as too big, within ANIMEBOT_MAX_FILE_MB: "
+                        "TELEGRAM_API_LOCAL=true needs a Bot API server run with --local", what,
+                        math.ceil(size / 2**20))
+            return self._too_big(size, CLOUD_DOWNLOAD_MB << 20)
+        return self._too_big(size or self.limit)
 
 
 class Fetcher:

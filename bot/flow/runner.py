@@ -156,9 +156,12 @@ class JobRunner:
             except asyncio.CancelledError:
                 if job.forgotten:  # /forget stopped it where it was; a stop's jobs are answered after the restart
                     metrics.JOBS.labels("cancelled").inc()
-                if job.blocked:  # /block stopped it: answered, though not drawn
-                    await self._refused_for_block(req)
-                raise
+                if not job.blocked:
+                    raise
+                # /block stopped it: answered with the block's sentence though not drawn, and so done with, its
+                # update too (handled, never replayed to say it again after a restart).
+                await self._refused_for_block(req)
+                _stop_cancelling()
             except Unwritable:  # the database logged why, once; the job stays open for the next start
                 log.warning("job %s: not answered, apologised: the database refuses writes", req.job_id)
                 with contextlib.suppress(TelegramError):
@@ -209,6 +212,7 @@ class JobRunner:
             codes = ",".join(sorted({f.code for f in failed}))
             async with self._answering:  # one answer at a time between being sent and being recorded
                 sent = await way.answer(req, answer)
+                job.answered = sent.answered
                 try:
                     await asyncio.shield(self.journal.finish_job(req.job_id, "done" if sent.answered else "failed",
                                                                  codes or None, drawn=kind.drawn(req, done)))
@@ -264,3 +268,10 @@ class _Bench:
 
     async def compose_sheet(self, req: Request, done: Sequence[Drawn], failed: Sequence[Failed]) -> Drawn | None:
         return await self.sheets.composed(req, done, failed, self.fetched)
+
+
+def _stop_cancelling() -> None:
+    """The current task goes on as if never cancelled: the cancel it caught was ours, and has been answered."""
+    uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python 3.11 counts cancels; 3.10 keeps none
+    if uncancel is not None:
+        uncancel()

@@ -24,6 +24,7 @@ class RunningJob:
     cancelled: bool = False  # its user pressed Cancel
     forgotten: bool = False  # stopped by its user's /forget or /block: counted as cancelled, never drawn
     blocked: bool = False  # stopped by /block: answered with the block's sentence instead (bot/flow/blocking.py)
+    answered: bool = False  # its answer is out: stopping it now would take nothing back, only its bookkeeping
 
     def waiting(self) -> bool:
         """Whether a photo of it is still queued, not yet on a worker."""
@@ -55,13 +56,15 @@ class RunningJobs:
 
     async def stop_all_of(self, user_id: int, blocked: bool = False) -> list[str]:
         """/forget and /block: stop every job of ``user_id`` where it is (waiting, downloading, drawing) and
-        wait until each has ended; return their ids. Their photos leave the pool with them."""
+        wait until each has ended; return the ids of those stopped. Their photos leave the pool with them. A
+        job whose answer is already out is not stopped (its user has their drawing), only waited for."""
         jobs = {job_id: job for job_id, job in self._jobs.items() if job.user_id == user_id}
         for job in jobs.values():
-            job.forgotten, job.blocked = True, blocked
-            job.task.cancel()
+            if not job.answered:
+                job.forgotten, job.blocked = True, blocked
+                job.task.cancel()
         await asyncio.gather(*(job.task for job in jobs.values()), return_exceptions=True)
-        return list(jobs)
+        return [job_id for job_id, job in jobs.items() if job.forgotten]
 
     def cancel(self, job_id: str, user_id: int) -> str:
         """The Cancel button: stop a job's drawing (queued, or a clip on a local worker). Returns what to

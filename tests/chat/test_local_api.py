@@ -12,7 +12,7 @@ from PIL import Image
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import InProcessBot, bot_in_process
 from testkit.clip_maker import grainy_mp4, read_back
-from testkit.fake_telegram import FakeTelegram
+from testkit.fake_telegram import DOWNLOAD_LIMIT, LOCAL_LIMIT, FakeTelegram
 from testkit.pictures import grainy_png
 from testkit.replies import first_answer
 from weights.store import ModelStore
@@ -88,3 +88,19 @@ def test_a_server_whose_disk_the_bot_lacks_gets_the_user_one_sentence_and_the_op
     said = [line for line in running.log().splitlines() if "cannot be read here" in line]
     assert len(said) == 1 and "mounted in the bot at the same path" in said[0], running.log()
     assert "telegram-bot-api" not in running.log()
+
+
+def test_a_server_run_without_local_mode_is_named_to_the_operator_and_the_user_hears_its_20_mb(
+        bot: tuple[InProcessBot, FakeTelegram]) -> None:
+    """TELEGRAM_API_LOCAL=true, but the server refuses past Telegram's 20 MB (it runs without --local): the user
+    is told the 20 MB that holds, not a limit their file is within, and the log says what is wrong."""
+    running, fake = bot
+    fake.download_limit = DOWNLOAD_LIMIT
+    try:
+        chat, user = private_chat(5105)
+        msg = fake.document_message(chat, user, b"\xff\xd8" + bytes(25 << 20), "big.jpg", "image/jpeg")
+        answer = first_answer(fake, msg)
+    finally:
+        fake.download_limit = LOCAL_LIMIT
+    assert answer.params["text"] == "That file is 26 MB; I can only fetch files up to 20 MB. Please send a smaller one."
+    assert "TELEGRAM_API_LOCAL=true needs a Bot API server run with --local" in running.log()

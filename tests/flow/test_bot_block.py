@@ -14,7 +14,7 @@ from bot.words.catalogue import LANGS, profile_code, t
 from testkit.bot_harness import private_chat
 from testkit.bot_in_process import bot_in_process
 from testkit.fake_telegram import FakeTelegram
-from testkit.journal import journal_rows
+from testkit.journal import handled, journal_rows
 from testkit.pictures import synthetic_photo
 from testkit.privacy import forget
 from testkit.redis_server import free_port
@@ -118,31 +118,46 @@ def test_a_photo_being_drawn_as_its_user_is_blocked_is_answered_not_drawn(tiny_s
     """The bot answers every photo it accepted, and never draws for a blocked user: a photo on the worker and
     one waiting when the block comes are answered, as a burst of refusals is, by one "Sorry, you can't use this
     bot." (their "In queue" and "Drawing" messages removed), and what the worker makes of the first is thrown
-    away. Their jobs are closed as refused, so a restart does not draw them either."""
+    away. Their jobs are closed as refused and their updates handled, so a restart neither draws them nor
+    says the sentence again."""
     home = tmp_path / "bot"
-    chat, user = private_chat(USER)
-    with one_bot(home, tiny_store.home) as (fake, app):
-        def queue() -> tuple[int, int]:
-            """Photos waiting, and on the worker, as the admin page reads them."""
-            now = app.get("/app/api/admin", ADMIN).json()["queue"]
-            return now["waiting"], now["drawing"]
+    with FakeTelegram() as fake:
+        port = free_port()
+        with serve(fake, home, tiny_store.home, port) as bot:
+            photos = _blocked_mid_drawing(fake, App(bot, fake, port))
+            assert all(handled(home, p) for p in photos)
+        told = len(fake.messages_to(USER))
+        with serve(fake, home, tiny_store.home, free_port()):  # a restart: whatever is unhandled is replayed
+            fake.wait_for(lambda: journal_rows(home, "SELECT COUNT(*) FROM updates WHERE handled = 0") == [(0,)], 60)
+        assert fake.messages_to(USER)[told:] == []
+    states = journal_rows(home, f"SELECT state, outcome FROM jobs WHERE user_id = {USER}")
+    assert states == [("refused", "blocked")] * 2
 
-        (pid,) = app.bot.worker_pids().values()
-        with held(pid):  # the worker takes the first photo and draws nothing; the second waits
-            photos = [fake.photo_message(chat, user, synthetic_photo(seed=seed)) for seed in (1, 2)]
-            fake.wait_for(lambda: queue() == (1, 1), 60)
-            told = len(fake.messages_to(USER))
-            assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
-            (answer,) = fake.wait_for(lambda: [m for m in fake.messages_to(USER)[told:] if not is_status(m)], 60)
-            assert answer.params["text"] == BLOCKED  # in reply to one of them: whichever job stopped first
-            assert answer.params["reply_parameters"]["message_id"] in [p["message_id"] for p in photos]
-            fake.wait_for(lambda: not [m for m in fake.messages_to(USER)
-                                       if is_status(m) and (USER, m.result["message_id"]) in fake.messages], 60)
-            assert [m.params["text"] for m in fake.messages_to(USER)[told:] if not is_status(m)] == [BLOCKED]
-        fake.wait_for(lambda: queue() == (0, 0), 60)  # the worker has finished it, for nobody
-        assert not fake.calls_to("sendPhoto", USER)
-        states = journal_rows(home, f"SELECT state, outcome FROM jobs WHERE user_id = {USER}")
-        assert states == [("refused", "blocked")] * 2
+
+def _blocked_mid_drawing(fake: FakeTelegram, app: App) -> list[dict[str, Any]]:
+    """Two photos, one on the worker and one waiting, when the admin blocks their user: one sentence for
+    both, nothing drawn. Returns the photos' messages."""
+    def queue() -> tuple[int, int]:
+        """Photos waiting, and on the worker, as the admin page reads them."""
+        now = app.get("/app/api/admin", ADMIN).json()["queue"]
+        return now["waiting"], now["drawing"]
+
+    chat, user = private_chat(USER)
+    (pid,) = app.bot.worker_pids().values()
+    with held(pid):  # the worker takes the first photo and draws nothing; the second waits
+        photos = [fake.photo_message(chat, user, synthetic_photo(seed=seed)) for seed in (1, 2)]
+        fake.wait_for(lambda: queue() == (1, 1), 60)
+        told = len(fake.messages_to(USER))
+        assert said(fake, ADMIN, f"/block {USER}").startswith(f"Blocked user {USER}")
+        (answer,) = fake.wait_for(lambda: [m for m in fake.messages_to(USER)[told:] if not is_status(m)], 60)
+        assert answer.params["text"] == BLOCKED  # in reply to one of them: whichever job stopped first
+        assert answer.params["reply_parameters"]["message_id"] in [p["message_id"] for p in photos]
+        fake.wait_for(lambda: not [m for m in fake.messages_to(USER)
+                                   if is_status(m) and (USER, m.result["message_id"]) in fake.messages], 60)
+        assert [m.params["text"] for m in fake.messages_to(USER)[told:] if not is_status(m)] == [BLOCKED]
+    fake.wait_for(lambda: queue() == (0, 0), 60)  # the worker has finished it, for nobody
+    assert not fake.calls_to("sendPhoto", USER)
+    return photos
 
 
 def test_a_blocked_user_may_still_read_privacy_and_forget_and_admins_have_their_menu(tiny_store: ModelStore,
