@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import io
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -56,6 +57,17 @@ class Answer:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+def unsigned(address: str) -> str:
+    """The picture a signed address names, whatever hour signed it (its expiry and MAC left off): an address
+    is signed anew each hour (bot/webapp/links.py), so two read a moment apart across the hour differ."""
+    return address.rsplit("/", 2)[0]
+
+
+def signed_as(address: str) -> re.Pattern[str]:
+    """Any signed address of the picture ``address`` names: for an attribute the page sets."""
+    return re.compile(re.escape(unsigned(address)) + r"/\d+/[\w-]+$")
 
 
 def call(base: str, path: str, auth: str | None = None, body: Any = None, raw: bytes | None = None) -> Answer:

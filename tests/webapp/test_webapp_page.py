@@ -22,7 +22,7 @@ from inference.colour import blend
 from testkit.browser import chromium, colour_page, phone
 from testkit.fake_telegram import TOKEN
 from testkit.wait import wait_for
-from testkit.webapp import App, call, drawn_photo, init_data
+from testkit.webapp import App, call, drawn_photo, init_data, signed_as, unsigned
 
 pytestmark = pytest.mark.slow  # every test here drives Chromium, on a bot of its own
 
@@ -199,7 +199,16 @@ def telegram(browser: Any, bot: App, uid: int, version: str, methods: tuple[str,
 
 
 def called(page: Any, name: str) -> list[Any]:
-    return [c[1:] for c in page.evaluate("() => window.called") if c[0] == name]
+    """The page's calls of Telegram's ``name``, each with its arguments; a signed address among them as the
+    picture it names (:func:`~testkit.webapp.unsigned`), and so compared with ``unsigned(...)``."""
+    def named(value: Any) -> Any:
+        if isinstance(value, str) and "/app/img/" in value:
+            return unsigned(value)
+        if isinstance(value, dict):
+            return {k: named(v) for k, v in value.items()}
+        return value
+
+    return [[named(a) for a in c[1:]] for c in page.evaluate("() => window.called") if c[0] == name]
 
 
 def test_save_hd_has_it_made_then_telegram_downloads_it_and_a_story_shares_the_picture(hd_app: App, browser: Any,
@@ -216,18 +225,18 @@ def test_save_hd_has_it_made_then_telegram_downloads_it_and_a_story_shares_the_p
         expect(page.locator("#hd-link")).to_be_hidden()
         expect(page.locator("#story-link")).to_be_hidden()
         page.locator("#share-story").click()  # no HD yet: the drawing itself
-        assert called(page, "shareToStory") == [[hd_app.base + result["image"], {}]]
+        assert called(page, "shareToStory") == [[unsigned(hd_app.base + result["image"]), {}]]
 
         page.locator("#save-hd").click()
         (download,) = wait_for(lambda: called(page, "downloadFile"), 120, "Telegram's download")
         hd = hd_app.results(uid)[0]["hd"]
-        assert hd and download == [{"url": hd_app.base + hd, "file_name": f"animebot-hayao-{result['id']}-hd.jpg"}]
+        assert hd and download == [{"url": unsigned(hd_app.base + hd), "file_name": f"animebot-hayao-{result['id']}-hd.jpg"}]
         expect(page.locator("#status")).to_have_text("Telegram is saving the HD picture.")
         answer = call(hd_app.base, hd)
         assert answer.status == 200
         page.screenshot(path=str(tmp_path / "hd-saved.png"))
         page.locator("#share-story").click()  # now the HD
-        assert called(page, "shareToStory")[1] == [hd_app.base + hd, {}]
+        assert called(page, "shareToStory")[1] == [unsigned(hd_app.base + hd), {}]
     finally:
         page.close()
 
@@ -242,17 +251,17 @@ def test_a_client_without_them_gets_plain_links_to_the_pictures(hd_app: App, bro
     try:
         expect(page.locator("#viewer")).to_be_visible(timeout=30_000)
         expect(page.locator("#share-story")).to_be_hidden()
-        expect(page.locator("#story-link")).to_have_attribute("href", hd_app.base + result["image"])
+        expect(page.locator("#story-link")).to_have_attribute("href", signed_as(hd_app.base + result["image"]))
         page.locator("#save-hd").click()  # no HD yet: it is made, then linked to
         expect(page.locator("#hd-link")).to_be_visible(timeout=120_000)
         expect(page.locator("#save-hd")).to_be_hidden()
         hd = hd_app.results(uid)[0]["hd"]
-        assert hd and page.locator("#hd-link").get_attribute("href") == hd_app.base + hd
+        assert hd and unsigned(page.locator("#hd-link").get_attribute("href")) == unsigned(hd_app.base + hd)
         expect(page.locator("#hd-link")).to_have_text("Open HD picture")
-        expect(page.locator("#story-link")).to_have_attribute("href", hd_app.base + hd)
+        expect(page.locator("#story-link")).to_have_attribute("href", signed_as(hd_app.base + hd))
         page.screenshot(path=str(tmp_path / "old-client.png"))
         page.locator("#hd-link").click()
-        assert called(page, "openLink") == [[hd_app.base + hd]]  # Telegram opens it, outside the page's frame
+        assert called(page, "openLink") == [[unsigned(hd_app.base + hd)]]  # Telegram opens it, outside the page's frame
     finally:
         page.close()
 
@@ -269,7 +278,7 @@ def test_without_hd_only_the_drawing_is_shared(app: App, browser: Any) -> None:
         expect(page.locator("#save-hd")).to_be_hidden()
         expect(page.locator("#hd-link")).to_be_hidden()
         page.locator("#share-story").click()
-        assert called(page, "shareToStory") == [[app.base + result["image"], {}]]
+        assert called(page, "shareToStory") == [[unsigned(app.base + result["image"]), {}]]
     finally:
         page.close()
 
