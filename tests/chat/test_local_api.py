@@ -58,7 +58,8 @@ def test_a_31_mb_mp4_sent_as_a_file_comes_back_drawn(bot: tuple[InProcessBot, Fa
     seen = read_back(fake.sent_file(answer, "video"))
     assert 1.5 <= float(str(seen["seconds"])) <= 2.5  # its first ANIMEBOT_VIDEO_MAX_S seconds, drawn
     assert fake.downloads == []
-    assert "1 answered by chat (0 from cache), 0 failed (photo, a clip) in" in running.log()  # the job's log line
+    line = "1 answered by chat (0 from cache), 0 failed (photo, a clip) in"  # the job's log line, once it is written
+    fake.wait_for(lambda: line in running.log(), 60, "the job's log line")
 
 
 def test_a_file_over_the_operators_limit_is_refused_in_one_sentence_without_fetching_it(
