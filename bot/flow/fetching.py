@@ -84,15 +84,14 @@ class Downloads:
 
     def _too_big(self, size: int, limit: int | None = None) -> Failed:
         """The refusal, its size rounded up: a file a little over a 20 MB limit is "21 MB", never "20 MB"."""
-        return Failed("file_too_big", size_mb=math.ceil(size / 2**20), limit_mb=(limit or self.limit) >> 20)
+        return Failed("file_too_big", size_mb=_megabytes(size), limit_mb=(limit or self.limit) >> 20)
 
     def _refused_as_too_big(self, what: str, size: int | None) -> Failed:
         """The Bot API's own "file is too big". Within our limit, the server is not in local mode (Telegram's
         own, or one run without --local): the user hears Telegram's 20 MB, and the operator why."""
         if size and size <= self.limit and self.bot.local_mode:
             log.warning("%s: the Bot API refused a %d MB file as too big, within ANIMEBOT_MAX_FILE_MB: "
-                        "TELEGRAM_API_LOCAL=true needs a Bot API server run with --local", what,
-                        math.ceil(size / 2**20))
+                        "TELEGRAM_API_LOCAL=true needs a Bot API server run with --local", what, _megabytes(size))
             return self._too_big(size, CLOUD_DOWNLOAD_MB << 20)
         return self._too_big(size or self.limit)
 
@@ -117,6 +116,11 @@ class Fetcher:
                 raise Failed("internal")
             return await asyncio.to_thread(self.styles.sample.read_bytes)
         return await self.downloads.fetch(src.file_id, f"job {req.job_id}", src.file_size)
+
+
+def _megabytes(size: int) -> int:
+    """A size in MB, rounded up: what the user and the log are told a file weighs."""
+    return math.ceil(size / 2**20)
 
 
 def _read_within(path: Path, limit: int) -> bytes:
